@@ -1,0 +1,271 @@
+// Package cmd is idem's command line: cobra commands that parse flags, call
+// internal/ and render the result. It knows no SQL and starts no processes.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fatih/color"
+	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// Exit codes of idem itself (sysexits and timeout(1) conventions).
+const (
+	ExitOK         = 0
+	ExitNotFound   = 1 // inspect of an unknown key
+	ExitUsage      = 64
+	ExitData       = 65
+	ExitIO         = 74
+	ExitTempFail   = 75
+	ExitTimeout    = 124
+	ExitCannotExec = 126
+	ExitNoCommand  = 127
+)
+
+// version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
+var version = ""
+
+// app holds what commands depend on, so tests can replace it and so that
+// nothing (the ledger above all) is opened before a command needs it.
+type app struct {
+	stdin  *os.File
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	environ []string
+
+	ledgerFlag string
+	colorFlag  string
+
+	// exitCode is what a command that ran to completion wants idem to exit with.
+	exitCode int
+	ui       *ui
+}
+
+// Main runs idem with args and returns the process exit code. It is the only
+// place that prints errors and picks exit codes.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(), colorFlag: "auto"}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return a.exitCode
+	}
+	return a.fail(err)
+}
+
+// usageError marks bad invocations (exit 64).
+type usageError struct {
+	err  error
+	hint string
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(hint, format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...), hint: hint}
+}
+
+// exitError carries an exit code, a message and a hint chosen by a command.
+type exitError struct {
+	code int
+	msg  string
+	hint string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// fail prints err as one "idem: error:" line and at most one hint line, and
+// returns the exit code it maps to.
+func (a *app) fail(err error) int {
+	u := a.ui
+	if u == nil {
+		u = newUI(a)
+	}
+	var (
+		code = ExitIO
+		msg  = err.Error()
+		hint string
+		ue   *usageError
+		ee   *exitError
+		se   *ledger.StoreError
+	)
+	switch {
+	case errors.As(err, &ee):
+		code, msg, hint = ee.code, ee.msg, ee.hint
+	case errors.As(err, &ue):
+		code, hint = ExitUsage, ue.hint
+	case errors.As(err, &se):
+		code, hint = ExitIO, se.Hint
+	default:
+		code, hint = classify(err)
+	}
+	u.errorLine(msg, hint)
+	return code
+}
+
+// classify maps errors that are not idem's own types (cobra's among them).
+func classify(err error) (int, string) {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "flag needs an argument") ||
+		strings.HasPrefix(msg, "invalid argument") || strings.HasPrefix(msg, "required flag") ||
+		strings.Contains(msg, "arg(s)") {
+		return ExitUsage, "see 'idem --help'"
+	}
+	return ExitIO, ""
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idem",
+		Short: "Make shell commands safe to repeat",
+		Long: `idem runs a command once per key, records its result in a ledger, and
+replays the recorded output and exit code for every repeat. Cron jobs, CI
+steps and webhook handlers are delivered at least once; wrapped in
+'idem run --key KEY -- CMD', their side effect happens once per key.`,
+		Example: `  # a cron job that must run once per day, even if cron fires twice
+  idem run --key backup:$(date +%F) -- ./backup.sh
+
+  # a CI deploy step keyed by commit: re-running the pipeline replays it
+  idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,
+		Version:       versionString(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			switch a.colorFlag {
+			case "auto", "always", "never":
+			default:
+				return usagef("use --color auto, always or never", "invalid --color %q", a.colorFlag)
+			}
+			a.ui = newUI(a)
+			return nil
+		},
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{err: err, hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
+	})
+	root.CompletionOptions.HiddenDefaultCmd = false
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
+	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
+	root.AddCommand(newRunCmd(a))
+	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
+	return root
+}
+
+const exitStatusHelp = `
+EXIT STATUS
+  The command's own exit code when it ran or was replayed, else:
+   64  usage: bad flag, bad key, no command
+   65  key reused with a different command or payload
+   74  ledger cannot be opened, read or written
+   75  key in progress elsewhere (or --wait timed out), or lease lost
+  124  last attempt timed out
+  126  command not executable
+  127  command not found
+`
+
+// ledgerPath resolves where the ledger lives: --ledger, then IDEM_LEDGER,
+// then $XDG_STATE_HOME/idem/ledger.db, then ~/.local/state/idem/ledger.db.
+func (a *app) ledgerPath() (string, error) {
+	if a.ledgerFlag != "" {
+		return a.ledgerFlag, nil
+	}
+	if p := a.getenv("IDEM_LEDGER"); p != "" {
+		return p, nil
+	}
+	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "idem", "ledger.db"), nil
+	}
+	home := a.getenv("HOME")
+	if home == "" {
+		return "", usagef("set HOME, or name the ledger with --ledger or IDEM_LEDGER", "cannot find the default ledger: HOME is not set")
+	}
+	return filepath.Join(home, ".local", "state", "idem", "ledger.db"), nil
+}
+
+// openLedger opens the ledger; only commands that need it call this.
+func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
+	path, err := a.ledgerPath()
+	if err != nil {
+		return nil, err
+	}
+	return ledger.OpenSQLite(ctx, path)
+}
+
+// ui renders idem's own lines on stderr.
+type ui struct {
+	w      io.Writer
+	quiet  bool
+	errTag *color.Color
+	hint   *color.Color
+	notice *color.Color
+}
+
+func newUI(a *app) *ui {
+	u := &ui{w: a.stderr, errTag: color.New(color.FgRed, color.Bold), hint: color.New(color.FgYellow), notice: color.New(color.FgCyan)}
+	on := false
+	switch a.colorFlag {
+	case "always":
+		on = true
+	case "never":
+	default:
+		f, isFile := a.stderr.(*os.File)
+		on = isFile && a.getenv("NO_COLOR") == "" && isTerminal(f) && a.getenv("TERM") != "dumb"
+	}
+	if a.colorFlag != "always" && a.getenv("NO_COLOR") != "" {
+		on = false
+	}
+	for _, c := range []*color.Color{u.errTag, u.hint, u.notice} {
+		if on {
+			c.EnableColor()
+		} else {
+			c.DisableColor()
+		}
+	}
+	return u
+}
+
+func (u *ui) errorLine(msg, hint string) {
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.errTag.Sprint("error:"), oneLine(msg))
+	if hint != "" {
+		fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(hint))
+	}
+}
+
+// noticef prints an idem: line unless --quiet.
+func (u *ui) noticef(format string, args ...any) {
+	if u.quiet {
+		return
+	}
+	fmt.Fprintf(u.w, "idem: %s\n", oneLine(fmt.Sprintf(format, args...)))
+}
+
+// warnf prints an idem: warning: line unless --quiet.
+func (u *ui) warnf(format string, args ...any) {
+	if u.quiet {
+		return
+	}
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("warning:"), oneLine(fmt.Sprintf(format, args...)))
+}
+
+// oneLine keeps a message on one line whatever it quotes.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
+}

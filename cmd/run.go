@@ -1,0 +1,376 @@
+package cmd
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/backoff"
+	"github.com/idemhq/idem/internal/fingerprint"
+	"github.com/idemhq/idem/internal/flagval"
+	"github.com/idemhq/idem/internal/key"
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner"
+)
+
+// maxPayload bounds --payload-file: it is read whole to canonicalise JSON.
+const maxPayload = 64 << 20
+
+type runOptions struct {
+	key            string
+	maxAttempts    int
+	rerunFailed    bool
+	success        flagval.CodeSet
+	transient      flagval.CodeSet
+	policy         backoff.Policy
+	lease          time.Duration
+	killGrace      time.Duration
+	timeout        time.Duration
+	deadline       time.Duration
+	ttl            time.Duration
+	maxOutput      int64
+	noOutput       bool
+	stdoutMode     string
+	stdinMode      string
+	payload        string
+	payloadFile    string
+	fingerprintEnv []string
+	quiet          bool
+	argv           []string
+	payloadSet     bool
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	o := &runOptions{}
+	c := &cobra.Command{
+		Use:   "run --key KEY [flags] -- COMMAND [ARG...]",
+		Short: "Run a command once per key; replay its result for every repeat",
+		Long: `Run COMMAND unless KEY already has a result, and record what it did.
+
+A repeat of a key that succeeded, or failed for good, does not run again: it
+replays the recorded stdout and stderr and exits with the recorded code.
+A transient failure (--transient-codes) is retried with capped exponential
+backoff, up to --max-attempts for the key across all invocations.
+
+The child inherits the environment plus IDEM_KEY, IDEM_ATTEMPT (1-based),
+IDEM_MAX_ATTEMPTS and IDEM_RETRY_AFTER (a file: write a duration such as
+30s there to ask for that delay before the next attempt).
+
+A key is ` + key.Rule + `;
+build one from arbitrary parts with 'idem key'.`,
+		Example: `  # cron: once per day, whatever cron does
+  17 3 * * * idem run --key backup:$(date +\%F) --deadline 2h -- /usr/local/bin/backup
+
+  # CI: a deploy step keyed by commit; a re-run of the pipeline replays it
+  idem run --key deploy:prod:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh
+
+  # a webhook handler: the payload is part of the fingerprint
+  idem run --key evt:$EVENT_ID --payload-file event.json -- ./handle.sh event.json
+
+  # capture the same bytes on the first run and on every replay
+  out=$(idem run --key report:2026-12 --stdout final -- ./report.sh)`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			o.argv = args
+			o.payloadSet = c.Flags().Changed("payload")
+			return runRun(c.Context(), a, o)
+		},
+	}
+	f := c.Flags()
+	f.SetInterspersed(false)
+	f.SortFlags = false
+	def := backoff.Default()
+	o.success, o.transient = flagval.CodesOf(0), flagval.CodesOf(75)
+	f.StringVarP(&o.key, "key", "k", "", "idempotency key (required): "+key.Rule)
+	f.IntVar(&o.maxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
+	f.BoolVar(&o.rerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
+	f.Var(flagval.NewCodes(&o.success, o.success), "success-codes", "exit codes that mean success (list and ranges: 0,3-5)")
+	f.Var(flagval.NewCodes(&o.transient, o.transient), "transient-codes", "exit codes worth retrying; every other failure is permanent")
+	f.Var(flagval.NewDuration(&o.policy.Initial, def.Initial), "initial-delay", "backoff before the second attempt")
+	f.Float64Var(&o.policy.Multiplier, "multiplier", def.Multiplier, "backoff growth per attempt")
+	f.Var(flagval.NewDuration(&o.policy.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
+	f.Float64Var(&o.policy.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
+	f.Var(flagval.NewDuration(&o.timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
+	f.Var(flagval.NewDuration(&o.killGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
+	f.Var(flagval.NewDuration(&o.deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
+	f.Var(flagval.NewDuration(&o.lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
+	f.Var(flagval.NewDuration(&o.ttl, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
+	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
+	f.StringVar(&o.payloadFile, "payload-file", "", "read the payload from FILE")
+	f.StringArrayVar(&o.fingerprintEnv, "fingerprint-env", nil, "include environment variable NAME in the fingerprint (repeatable; only a hash is stored)")
+	f.StringVar(&o.stdinMode, "stdin", "pass", "pass: the child reads idem's stdin; spool: every attempt gets the same bytes")
+	f.StringVar(&o.stdoutMode, "stdout", "live", "live: stream every attempt; final: only the recorded attempt's stdout")
+	f.Var(flagval.NewSize(&o.maxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
+	f.BoolVar(&o.noOutput, "no-output", false, "store no output (for commands that print secrets)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
+	return c
+}
+
+// check validates flag values that their types cannot.
+func (o *runOptions) check() error {
+	hint := "see 'idem run --help'"
+	switch {
+	case o.key == "":
+		return usagef("idem run --key KEY -- COMMAND [ARG...]", "missing --key")
+	case len(o.argv) == 0:
+		return usagef("idem run --key KEY -- COMMAND [ARG...]", "no command to run")
+	case o.maxAttempts < 1 || o.maxAttempts > 1_000_000:
+		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.maxAttempts)
+	case o.lease < time.Second:
+		return usagef(hint, "--lease must be at least 1s (got %s)", o.lease)
+	case o.maxOutput < 0:
+		return usagef(hint, "--max-output must not be negative")
+	case o.stdoutMode != "live" && o.stdoutMode != "final":
+		return usagef(hint, "--stdout must be live or final (got %q)", o.stdoutMode)
+	case o.stdinMode != "pass" && o.stdinMode != "spool":
+		return usagef(hint, "--stdin must be pass or spool (got %q)", o.stdinMode)
+	case o.payloadSet && o.payloadFile != "":
+		return usagef(hint, "use --payload or --payload-file, not both")
+	case o.payloadFile == "-":
+		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
+	}
+	if err := key.Validate(o.key); err != nil {
+		return usagef("build a valid key with: idem key PART...", "%v", err)
+	}
+	if err := o.policy.Validate(); err != nil {
+		return usagef(hint, "%v", err)
+	}
+	for _, name := range o.fingerprintEnv {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return usagef(hint, "invalid --fingerprint-env name %q", name)
+		}
+	}
+	return nil
+}
+
+func runRun(ctx context.Context, a *app, o *runOptions) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	u := a.ui
+	u.quiet = o.quiet
+	in := fingerprint.Input{Argv: o.argv}
+	switch {
+	case o.payloadSet:
+		in.Payload, in.HasPayload = []byte(o.payload), true
+	case o.payloadFile != "":
+		b, err := readPayload(o.payloadFile)
+		if err != nil {
+			return err
+		}
+		in.Payload, in.HasPayload = b, true
+	}
+	for _, name := range o.fingerprintEnv {
+		v, ok := lookupEnv(a.environ, name)
+		in.Env = append(in.Env, fingerprint.EnvVar{Name: name, Value: v, Set: ok})
+	}
+	var spooled []byte
+	if o.stdinMode == "spool" {
+		b, err := readLimited(a.stdin, o.maxOutput)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		spooled, in.Stdin = b, sum[:]
+	}
+	fp, err := fingerprint.Sum(in)
+	if err != nil {
+		var dup *fingerprint.DuplicateKeyError
+		if errors.As(err, &dup) {
+			return &exitError{code: ExitUsage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
+		}
+		return usagef("see 'idem run --help'", "%v", err)
+	}
+
+	l, err := a.openLedger(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
+	// killing idem; the handler is reset to default in the child by exec.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+
+	r := &runner.Runner{
+		Ledger: l, Host: runner.LocalHost(), Clock: runner.SystemClock{},
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
+	}
+	ro := runner.Options{
+		Key: o.key, Argv: o.argv, Fingerprint: fp, MaxAttempts: o.maxAttempts, RerunFailed: o.rerunFailed,
+		Success: o.success, Transient: o.transient, Backoff: o.policy, Lease: o.lease, KillGrace: o.killGrace,
+		Timeout: o.timeout, Deadline: o.deadline, TTL: o.ttl, MaxOutput: o.maxOutput, NoOutput: o.noOutput,
+		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: a.stderr,
+	}
+	if o.stdoutMode == "final" {
+		ro.StdoutMode = runner.StdoutFinal
+	}
+	res, err := r.Run(ctx, ro)
+	if err != nil {
+		return runError(err, o)
+	}
+	a.exitCode = render(a, u, res)
+	return nil
+}
+
+// render prints what a finished invocation owes the user and returns the
+// exit code.
+func render(a *app, u *ui, res *runner.Result) int {
+	if res.Replayed {
+		rec := res.Record
+		a.stdout.Write(rec.Stdout)
+		a.stderr.Write(rec.Stderr)
+		when := rec.Finished
+		u.noticef("replayed %s: %s %s (%s ago), exit %d%s", rec.Key, rec.Status, when.UTC().Format(time.RFC3339),
+			age(time.Since(when)), rec.ExitCode, outputNote(rec))
+		if rec.StdoutTruncated || rec.StderrTruncated {
+			u.warnf("the recorded output of %s was truncated at --max-output; this replay is incomplete", rec.Key)
+		}
+		return rec.ExitCode
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		u.warnf("output past --max-output was not stored; replays of %s will be truncated", res.Key)
+	}
+	code := res.ExitCode
+	switch {
+	case res.Signal != 0:
+		u.noticef("%s: interrupted by %s; recorded as %s after attempt %d", res.Key, signalName(res.Signal), res.Status, res.Attempts)
+		return 128 + int(res.Signal)
+	case res.Status == ledger.StatusFailed && res.Attempts > 1:
+		u.noticef("%s: failed after %d attempts, exit %d", res.Key, res.Attempts, code)
+	case res.Status == ledger.StatusRetryable:
+		u.noticef("%s: attempt %d stopped (exit %d); recorded as retryable", res.Key, res.Attempts, code)
+	}
+	return code
+}
+
+func outputNote(rec *ledger.Record) string {
+	if !rec.OutputStored {
+		return "; output was not stored (--no-output)"
+	}
+	return ""
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
+
+// age renders a duration for people: 45s, 4m, 3h, 2d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// runError turns the runner's errors into idem's messages and exit codes.
+func runError(err error, o *runOptions) error {
+	var (
+		mismatch *ledger.MismatchError
+		busy     *runner.BusyError
+		start    *runner.StartError
+		lapsed   *runner.LeaseLapsedError
+	)
+	switch {
+	case errors.As(err, &mismatch):
+		rec := mismatch.Record
+		return &exitError{code: ExitData,
+			msg: fmt.Sprintf("key %q was recorded for a different command or payload: %s (%s, %s ago); nothing ran",
+				rec.Key, quoteArgv(rec.Command), rec.Status, age(time.Since(rec.OutcomeTime()))),
+			hint: fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)}
+	case errors.As(err, &busy):
+		rec := busy.Record
+		return &exitError{code: ExitTempFail,
+			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
+				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
+			hint: "retry later, or wait for it with --wait"}
+	case errors.As(err, &start):
+		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded",
+			hint: "check the command's name, PATH and permissions"}
+	case errors.Is(err, ledger.ErrLeaseLost):
+		return &exitError{code: ExitTempFail,
+			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over; the command was stopped and nothing was recorded", o.key),
+			hint: "raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
+	case errors.As(err, &lapsed):
+		return &exitError{code: ExitIO, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed.Err),
+			hint: "check the ledger's disk and permissions"}
+	}
+	return err
+}
+
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, s := range argv {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	s := strings.Join(q, " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func readPayload(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("check the --payload-file path", "cannot read --payload-file: %v", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPayload+1))
+	if err != nil {
+		return nil, usagef("check the --payload-file path", "cannot read --payload-file %s: %v", path, err)
+	}
+	if len(b) > maxPayload {
+		return nil, usagef("hash large inputs yourself and pass the hash with --payload", "--payload-file %s is larger than 64MiB", path)
+	}
+	return b, nil
+}
+
+// readLimited reads stdin for --stdin spool, refusing more than max bytes.
+func readLimited(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, &exitError{code: ExitIO, msg: fmt.Sprintf("read stdin for --stdin spool: %v", err)}
+	}
+	if int64(len(b)) > max {
+		return nil, usagef("raise --max-output, or use --stdin pass", "stdin is larger than --max-output (%d bytes) with --stdin spool", max)
+	}
+	return b, nil
+}

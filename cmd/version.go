@@ -1,0 +1,24 @@
+package cmd
+
+import "runtime/debug"
+
+// versionString is the link-time version, else the module version from the
+// build info, with the VCS revision when the build recorded one.
+func versionString() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}

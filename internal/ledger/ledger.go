@@ -1,0 +1,245 @@
+// Package ledger is idem's store: the record types, the contract every
+// backend keeps, and the SQLite backend. It runs nothing: liveness of another
+// process is decided by the caller through ReserveRequest.OwnerDead.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is the visible state of a record.
+type Status string
+
+// The four visible statuses. Failed is final.
+const (
+	StatusInProgress Status = "in_progress"
+	StatusSucceeded  Status = "succeeded"
+	StatusFailed     Status = "failed"
+	StatusRetryable  Status = "retryable"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusInProgress, StatusSucceeded, StatusFailed, StatusRetryable:
+		return true
+	}
+	return false
+}
+
+// Attempt classes recorded in the history.
+const (
+	ClassSuccess     = "success"
+	ClassTransient   = "transient"
+	ClassPermanent   = "permanent"
+	ClassAbandoned   = "abandoned"   // owner died or lost its lease; counts as transient code 75
+	ClassInterrupted = "interrupted" // idem was signalled
+	ClassTimeout     = "timeout"     // idem stopped it at --timeout or --deadline
+)
+
+// AbandonedExitCode is the code recorded for an attempt whose owner vanished.
+const AbandonedExitCode = 75
+
+// Owner identifies the idem process holding an in_progress record, and the
+// process group of the child it runs.
+type Owner struct {
+	Host       string
+	BootID     string
+	PIDNS      uint64 // inode of /proc/self/ns/pid
+	PID        int
+	StartTime  uint64 // field 22 of /proc/PID/stat
+	ChildPGID  int    // 0 until the child started
+	ChildStart uint64 // start time of the group leader
+}
+
+// Record is one key's entry in the ledger.
+type Record struct {
+	Key         string
+	Fingerprint string
+	Command     []string
+	Status      Status
+	Attempts    int
+	MaxAttempts int
+	ExitCode    int  // last ended attempt's code, meaningful when HasExit
+	HasExit     bool //
+	ExitSource  string
+	Token       int64
+	Owner       Owner
+	LeaseExpiry time.Time
+	Created     time.Time // first reservation of this record
+	Started     time.Time // reservation by the current or last invocation
+	Updated     time.Time
+	Finished    time.Time // outcome; zero while in progress
+	Duration    time.Duration
+	TTL         time.Duration
+	Expires     time.Time // zero: never
+	Replays     int64
+	LastReplay  time.Time
+
+	OutputStored    bool
+	Stdout, Stderr  []byte // filled only where a method says so
+	StdoutTruncated bool
+	StderrTruncated bool
+}
+
+// Expired reports whether r counts as absent at now.
+func (r *Record) Expired(now time.Time) bool {
+	return !r.Expires.IsZero() && !now.Before(r.Expires)
+}
+
+// OutcomeTime is when the record reached its outcome, or its creation while
+// it has none yet: the time purge --older-than and inspect measure from.
+func (r *Record) OutcomeTime() time.Time {
+	if r.Finished.IsZero() {
+		return r.Created
+	}
+	return r.Finished
+}
+
+// Attempt is one entry of a record's history.
+type Attempt struct {
+	N        int
+	Token    int64
+	Host     string
+	PID      int
+	Started  time.Time
+	Ended    time.Time // zero while running
+	ExitCode int
+	HasExit  bool
+	Class    string
+	Delay    time.Duration // backoff before the next attempt
+}
+
+// Snapshot is the part of a record a reservation changes; Release puts it back.
+type Snapshot struct {
+	Status      Status
+	Attempts    int
+	MaxAttempts int
+	ExitCode    int
+	HasExit     bool
+	Finished    time.Time
+	Expires     time.Time
+}
+
+// ReserveRequest asks for the right to run a key.
+type ReserveRequest struct {
+	Key         string
+	Fingerprint string
+	Command     []string
+	MaxAttempts int
+	RerunFailed bool // a final failed record runs again with a fresh budget
+	Owner       Owner
+	Lease       time.Duration
+	// OwnerDead reports whether the holder of an in_progress record is known
+	// to be gone (same host, process dead). Nil: only lease expiry frees a row.
+	OwnerDead func(Owner) bool
+}
+
+// Outcome says what Reserve decided.
+type Outcome int
+
+// Reserve outcomes.
+const (
+	// Reserved: the caller owns the key and starts attempt Reservation.Attempt.
+	Reserved Outcome = iota + 1
+	// Replay: the record is final; replay Reservation.Record (outputs filled).
+	Replay
+	// Busy: a live owner holds the key; Reservation.Record says who.
+	Busy
+)
+
+// Reservation is Reserve's answer.
+type Reservation struct {
+	Outcome   Outcome
+	Token     int64
+	Attempt   int   // attempt number now starting (Reserved)
+	AttemptID int64 // history row of that attempt
+	Record    *Record
+	// Prev is the record's state before this reservation (nil for a new
+	// key), for Release when the command could not be started.
+	Prev *Snapshot
+	// Abandoned is the previous owner whose lease this reservation took
+	// over; its child's process group must be stopped before anything runs.
+	Abandoned *Owner
+}
+
+// FinishRequest records an invocation's outcome.
+type FinishRequest struct {
+	Key             string
+	Token           int64
+	AttemptID       int64
+	Status          Status // succeeded, failed or retryable
+	ExitCode        int
+	ExitSource      string // "child" or "idem"
+	Class           string
+	Duration        time.Duration
+	TTL             time.Duration
+	OutputStored    bool
+	Stdout, Stderr  []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+}
+
+// Ledger is the contract every backend keeps. Writes by an owner are fenced
+// by token: a write that matches no row returns ErrLeaseLost.
+type Ledger interface {
+	// Reserve decides, in one transaction, whether the caller runs, replays
+	// or must wait. A different fingerprint returns *MismatchError.
+	Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error)
+	// SetChild records the started child's process group.
+	SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error
+	// Renew extends the lease to now+lease.
+	Renew(ctx context.Context, key string, token int64, lease time.Duration) error
+	// EndAttempt records a transient attempt before a backoff.
+	EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error
+	// StartAttempt starts the next attempt and renews the lease.
+	StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (n int, attemptID int64, err error)
+	// Finish records the outcome durably.
+	Finish(ctx context.Context, req FinishRequest) error
+	// Release undoes an attempt that never started: the reservation is
+	// removed (prev nil) or the previous state restored.
+	Release(ctx context.Context, key string, token, attemptID int64, prev *Snapshot) error
+	// Get returns a record with its outputs, or ErrNotFound.
+	Get(ctx context.Context, key string) (*Record, error)
+	// History returns a record's attempts, oldest first.
+	History(ctx context.Context, key string) ([]Attempt, error)
+	// Describe names the ledger for people (a path, or a DSN without secrets).
+	Describe() string
+	Close() error
+}
+
+// Errors of the ledger contract.
+var (
+	ErrNotFound  = errors.New("no such key")
+	ErrLeaseLost = errors.New("lease lost: another run took over this key")
+)
+
+// MismatchError is returned when a key is reused with another fingerprint.
+type MismatchError struct {
+	Record *Record
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("key %q was recorded with a different command or payload", e.Record.Key)
+}
+
+// StoreError is a failure of the store itself (cannot open, read or write).
+type StoreError struct {
+	Op   string // what idem was doing, e.g. "open", "reserve"
+	Path string
+	Err  error
+	// Hint, when set, says what the user can do.
+	Hint string
+}
+
+func (e *StoreError) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("ledger %s: %s: %v", e.Path, e.Op, e.Err)
+	}
+	return fmt.Sprintf("ledger: %s: %v", e.Op, e.Err)
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }

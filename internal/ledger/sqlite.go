@@ -1,0 +1,688 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	_ "embed" // schema.sql
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+//go:embed schema.sql
+var schemaV1 string
+
+// SchemaVersion is the ledger schema this idem writes (PRAGMA user_version).
+const SchemaVersion = 1
+
+// applicationID marks a SQLite file as an idem ledger ("idem").
+const applicationID = 0x6964656d
+
+// busyTimeout is how long SQLite itself waits for the write lock; busyRetries
+// bounds our retries around it (WAL recovery can return BUSY at once).
+const (
+	busyTimeout = 5000 // ms
+	busyRetries = 4
+)
+
+var _ Ledger = (*SQLite)(nil)
+
+// SQLite is the single-host ledger: one file, WAL mode, one connection.
+type SQLite struct {
+	path string
+	db   *sql.DB
+	conn *sql.Conn
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// OpenSQLite opens (creating when missing) the ledger at path. A missing
+// parent directory is created 0700 and a missing file 0600. A file that is
+// not an idem ledger, or one written by a newer idem, is refused untouched.
+// Every error is a *StoreError.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &StoreError{Op: "open", Path: path, Err: err}
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs))
+	if err != nil {
+		return nil, &StoreError{Op: "open", Path: abs, Err: err}
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, storeErr("open", abs, err)
+	}
+	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now}
+	if err := s.checkSchema(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn builds a file: URI for modernc: the path percent-escaped so that no
+// user text can add URI or _pragma parameters, then our fixed parameters.
+// Reservations commit with synchronous=NORMAL; Finish switches to FULL.
+func dsn(abs string) string {
+	var b strings.Builder
+	b.WriteString("file:")
+	for i := 0; i < len(abs); i++ {
+		c := abs[i]
+		if c == '/' || c == '-' || c == '_' || c == '.' || c == '~' ||
+			'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	fmt.Fprintf(&b, "?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_txlock=immediate", busyTimeout)
+	return b.String()
+}
+
+// prepareFile creates a missing directory (0700) and a missing ledger file
+// (0600) before SQLite opens it, so -wal and -shm copy that mode.
+func prepareFile(abs string) error {
+	dir := filepath.Dir(abs)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return &StoreError{Op: "create directory", Path: dir, Err: err}
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return &StoreError{Op: "create directory", Path: dir, Err: err}
+		}
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && fi.IsDir():
+		return &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return &StoreError{Op: "open", Path: abs, Err: err}
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // another process created it first
+	}
+	if err != nil {
+		return &StoreError{Op: "create", Path: abs, Err: err}
+	}
+	err = f.Chmod(0o600) // whatever the umask
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &StoreError{Op: "create", Path: abs, Err: err}
+	}
+	return nil
+}
+
+// checkSchema refuses foreign and newer files before anything is written,
+// and initialises an empty file.
+func (s *SQLite) checkSchema(ctx context.Context) error {
+	var appID, version int64
+	err := s.conn.QueryRowContext(ctx,
+		`SELECT a.application_id, v.user_version FROM pragma_application_id() a, pragma_user_version() v`).
+		Scan(&appID, &version)
+	if err != nil {
+		return storeErr("read", s.path, err)
+	}
+	switch {
+	case appID == applicationID && version == SchemaVersion:
+		return nil
+	case appID == applicationID && version > SchemaVersion:
+		return &StoreError{Op: "open", Path: s.path,
+			Err:  fmt.Errorf("written by a newer idem (schema v%d; this idem knows v%d)", version, SchemaVersion),
+			Hint: "upgrade idem, or point --ledger at another file"}
+	case appID != 0 || version != 0:
+		return notLedger(s.path)
+	}
+	var objects int
+	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&objects); err != nil {
+		return storeErr("read", s.path, err)
+	}
+	if objects > 0 {
+		return notLedger(s.path)
+	}
+	return s.initialise(ctx)
+}
+
+func notLedger(path string) error {
+	return &StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),
+		Hint: "point --ledger or IDEM_LEDGER at an idem ledger or a new file"}
+}
+
+func (s *SQLite) initialise(ctx context.Context) error {
+	var mode string
+	if err := s.conn.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
+		return storeErr("initialise", s.path, err)
+	}
+	if mode != "wal" {
+		return &StoreError{Op: "initialise", Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
+	}
+	return s.write(ctx, "initialise", func(tx *sql.Tx) error {
+		var version int64
+		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+			return err
+		}
+		if version != 0 {
+			return nil // another process initialised it first
+		}
+		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = %d`, applicationID, SchemaVersion))
+		return err
+	})
+}
+
+// Describe returns the ledger's path.
+func (s *SQLite) Describe() string { return s.path }
+
+// Close releases the connection (SQLite checkpoints the WAL).
+func (s *SQLite) Close() error {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	return s.db.Close()
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction, retrying a bounded number
+// of times when SQLite reports BUSY beyond its own timeout.
+func (s *SQLite) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	var err error
+	for try := 0; try < busyRetries; try++ {
+		err = s.writeOnce(ctx, fn)
+		if !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return s.wrap(op, err)
+}
+
+func (s *SQLite) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// wrap turns driver errors into *StoreError and passes contract errors on.
+func (s *SQLite) wrap(op string, err error) error {
+	var mismatch *MismatchError
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrLeaseLost), errors.As(err, &mismatch),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return storeErr(op, s.path, err)
+}
+
+func storeErr(op, path string, err error) error {
+	se := &StoreError{Op: op, Path: path, Err: err}
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		switch e.Code() & 0xff {
+		case 26: // SQLITE_NOTADB
+			return notLedger(path)
+		case 11: // SQLITE_CORRUPT
+			se.Err = errors.New("the database is corrupt")
+			se.Hint = "restore the ledger from a backup, or move it aside to start a new one"
+		case 13: // SQLITE_FULL
+			se.Err = errors.New("disk full")
+			se.Hint = "free space on the ledger's file system"
+		case 8, 3, 23: // READONLY, PERM, AUTH
+			se.Hint = "check the permissions of the ledger file and its directory"
+		case 14: // CANTOPEN
+			se.Hint = "check that the ledger's directory exists and is writable"
+		case 5, 6: // BUSY, LOCKED
+			se.Err = errors.New("the ledger stayed locked by another process")
+			se.Hint = "retry; if it persists, look for a stuck process holding the ledger"
+		}
+	}
+	return se
+}
+
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && (e.Code()&0xff == 5 || e.Code()&0xff == 6)
+}
+
+// ms converts a time to Unix milliseconds; the zero time maps to NULL.
+func ms(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromMS(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(n.Int64)
+}
+
+const recordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
+	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires_ms,
+	created_ms, started_ms, updated_ms, finished_ms, duration_ms, ttl_ms, expires_ms, replays, last_replay_ms,
+	output_stored, stdout_truncated, stderr_truncated`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(row scanner, extra ...any) (*Record, error) {
+	var (
+		r                                Record
+		command                          string
+		exit, finished, dur, exp, replay sql.NullInt64
+		lease, created, started, updated int64
+		ttl                              int64
+		pidns, ownerStart, childStart    int64
+		stored, outTrunc, errTrunc       bool
+	)
+	dest := []any{&r.Key, &r.Fingerprint, &command, &r.Status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
+		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &lease,
+		&created, &started, &updated, &finished, &dur, &ttl, &exp, &r.Replays, &replay,
+		&stored, &outTrunc, &errTrunc}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(command), &r.Command); err != nil {
+		return nil, fmt.Errorf("record %q: bad command column: %w", r.Key, err)
+	}
+	r.ExitCode, r.HasExit = int(exit.Int64), exit.Valid
+	r.Owner.PIDNS, r.Owner.StartTime, r.Owner.ChildStart = uint64(pidns), uint64(ownerStart), uint64(childStart)
+	r.LeaseExpiry = time.UnixMilli(lease)
+	r.Created, r.Started, r.Updated = time.UnixMilli(created), time.UnixMilli(started), time.UnixMilli(updated)
+	r.Finished, r.Expires, r.LastReplay = fromMS(finished), fromMS(exp), fromMS(replay)
+	r.Duration = time.Duration(dur.Int64) * time.Millisecond
+	r.TTL = time.Duration(ttl) * time.Millisecond
+	r.OutputStored, r.StdoutTruncated, r.StderrTruncated = stored, outTrunc, errTrunc
+	return &r, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*Record, error) {
+	if !withOutput {
+		return scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM records WHERE key = ?`, key))
+	}
+	var stdout, stderr []byte
+	r, err := scanRecord(q.QueryRowContext(ctx,
+		`SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = ?`, key), &stdout, &stderr)
+	if err != nil {
+		return nil, err
+	}
+	r.Stdout, r.Stderr = stdout, stderr
+	return r, nil
+}
+
+func nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var token int64
+	err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'token' RETURNING value`).Scan(&token)
+	return token, err
+}
+
+func snapshot(r *Record) *Snapshot {
+	return &Snapshot{Status: r.Status, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		ExitCode: r.ExitCode, HasExit: r.HasExit, Finished: r.Finished, Expires: r.Expires}
+}
+
+func nullCode(code int, ok bool) sql.NullInt64 {
+	return sql.NullInt64{Int64: int64(code), Valid: ok}
+}
+
+// Reserve implements Ledger.
+func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+	var res *Reservation
+	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
+		res = nil
+		now := s.Now()
+		rec, err := getRecord(ctx, tx, req.Key, false)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if rec != nil && rec.Expired(now) {
+			if err := deleteKey(ctx, tx, req.Key); err != nil {
+				return err
+			}
+			rec = nil
+		}
+		if rec == nil {
+			res, err = s.create(ctx, tx, req, now)
+			return err
+		}
+		if rec.Fingerprint != req.Fingerprint {
+			return &MismatchError{Record: rec}
+		}
+		switch rec.Status {
+		case StatusSucceeded:
+			res, err = s.replay(ctx, tx, req.Key, now, nil)
+			return err
+		case StatusFailed:
+			if !req.RerunFailed {
+				res, err = s.replay(ctx, tx, req.Key, now, nil)
+				return err
+			}
+			prev := snapshot(rec)
+			res, err = s.take(ctx, tx, req, now, 0, prev)
+			return err
+		case StatusRetryable:
+			if rec.Attempts >= req.MaxAttempts {
+				if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
+					req.MaxAttempts, now.UnixMilli(), req.Key); err != nil {
+					return err
+				}
+				res, err = s.replay(ctx, tx, req.Key, now, nil)
+				return err
+			}
+			res, err = s.take(ctx, tx, req, now, rec.Attempts, snapshot(rec))
+			return err
+		}
+		// in_progress
+		if now.Before(rec.LeaseExpiry) && (req.OwnerDead == nil || !req.OwnerDead(rec.Owner)) {
+			res = &Reservation{Outcome: Busy, Record: rec}
+			return nil
+		}
+		abandoned := rec.Owner
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
+			WHERE key = ? AND ended_ms IS NULL`, now.UnixMilli(), AbandonedExitCode, ClassAbandoned, req.Key); err != nil {
+			return err
+		}
+		if rec.Attempts >= req.MaxAttempts {
+			// The lost attempt was the last of the budget: final.
+			token, err := nextToken(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
+				token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
+				expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END WHERE key = ?`,
+				AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
+				now.Sub(rec.Started).Milliseconds(), now.UnixMilli(), req.Key); err != nil {
+				return err
+			}
+			res, err = s.replay(ctx, tx, req.Key, now, &abandoned)
+			return err
+		}
+		prev := snapshot(rec)
+		prev.Status, prev.ExitCode, prev.HasExit = StatusRetryable, AbandonedExitCode, true
+		res, err = s.take(ctx, tx, req, now, rec.Attempts, prev)
+		if res != nil {
+			res.Abandoned = &abandoned
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key = ?`, key); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM records WHERE key = ?`, key)
+	return err
+}
+
+func (s *SQLite) create(ctx context.Context, tx *sql.Tx, req ReserveRequest, now time.Time) (*Reservation, error) {
+	token, err := nextToken(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	command, err := json.Marshal(req.Command)
+	if err != nil {
+		return nil, err
+	}
+	o := req.Owner
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
+		owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires_ms, created_ms, started_ms, updated_ms)
+		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		req.Key, req.Fingerprint, string(command), req.MaxAttempts, token,
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now.Add(req.Lease).UnixMilli(), nowMS, nowMS, nowMS); err != nil {
+		return nil, err
+	}
+	id, err := insertAttempt(ctx, tx, req.Key, 1, token, o, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{Outcome: Reserved, Token: token, Attempt: 1, AttemptID: id}, nil
+}
+
+// take makes the caller the owner of an existing record whose previous
+// attempts number `done`.
+func (s *SQLite) take(ctx context.Context, tx *sql.Tx, req ReserveRequest, now time.Time, done int, prev *Snapshot) (*Reservation, error) {
+	token, err := nextToken(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	o := req.Owner
+	n := done + 1
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'in_progress', attempts = ?, max_attempts = ?, token = ?,
+		owner_host = ?, owner_boot_id = ?, owner_pidns = ?, owner_pid = ?, owner_start = ?, child_pgid = 0, child_start = 0,
+		lease_expires_ms = ?, started_ms = ?, updated_ms = ?, finished_ms = NULL, expires_ms = NULL WHERE key = ?`,
+		n, req.MaxAttempts, token, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime),
+		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, req.Key); err != nil {
+		return nil, err
+	}
+	id, err := insertAttempt(ctx, tx, req.Key, n, token, o, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{Outcome: Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
+}
+
+func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int64, o Owner, now time.Time) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO attempts (key, n, token, host, pid, started_ms) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		key, n, token, o.Host, o.PID, now.UnixMilli()).Scan(&id)
+	return id, err
+}
+
+// replay counts one suppressed duplicate and returns the record with its output.
+func (s *SQLite) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
+		now.UnixMilli(), key); err != nil {
+		return nil, err
+	}
+	rec, err := getRecord(ctx, tx, key, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{Outcome: Replay, Record: rec, Abandoned: abandoned}, nil
+}
+
+// fenced runs an owner's UPDATE and turns "no row" into ErrLeaseLost.
+func fenced(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// SetChild implements Ledger.
+func (s *SQLite) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
+	return s.write(ctx, "record child", func(tx *sql.Tx) error {
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
+			pgid, int64(start), key, token))
+	})
+}
+
+// Renew implements Ledger.
+func (s *SQLite) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+	return s.write(ctx, "renew lease", func(tx *sql.Tx) error {
+		now := s.Now()
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET lease_expires_ms = ?, updated_ms = ? WHERE key = ? AND token = ?`,
+			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token))
+	})
+}
+
+// EndAttempt implements Ledger.
+func (s *SQLite) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
+		now := s.Now().UnixMilli()
+		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ? WHERE key = ? AND token = ?`,
+			code, now, key, token)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, delay_ms = ? WHERE id = ?`,
+			now, code, class, delay.Milliseconds(), attemptID)
+		return err
+	})
+}
+
+// StartAttempt implements Ledger.
+func (s *SQLite) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
+	var n int
+	var id int64
+	err := s.write(ctx, "start attempt", func(tx *sql.Tx) error {
+		now := s.Now()
+		var o Owner
+		err := tx.QueryRowContext(ctx, `UPDATE records SET attempts = attempts + 1, lease_expires_ms = ?, updated_ms = ?,
+			child_pgid = 0, child_start = 0 WHERE key = ? AND token = ? RETURNING attempts, owner_host, owner_pid`,
+			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token).Scan(&n, &o.Host, &o.PID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		id, err = insertAttempt(ctx, tx, key, n, token, o, now)
+		return err
+	})
+	return n, id, err
+}
+
+// Finish implements Ledger. It commits with synchronous=FULL: once it
+// returns nil the outcome survives a power cut. When the commit itself fails
+// the state is unknown, so the record is read again: Finish returns nil only
+// if the outcome is there.
+func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+		return storeErr("record outcome", s.path, err)
+	}
+	defer s.conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = NORMAL`)
+	var stdout, stderr []byte
+	if req.OutputStored {
+		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
+	}
+	err := s.write(ctx, "record outcome", func(tx *sql.Tx) error {
+		now := s.Now().UnixMilli()
+		var expires sql.NullInt64
+		if req.TTL > 0 {
+			expires = sql.NullInt64{Int64: now + req.TTL.Milliseconds(), Valid: true}
+		}
+		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, exit_code = ?, exit_source = ?, updated_ms = ?,
+			finished_ms = ?, duration_ms = ?, ttl_ms = ?, expires_ms = ?, lease_expires_ms = 0, output_stored = ?,
+			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ? WHERE key = ? AND token = ?`,
+			req.Status, req.ExitCode, req.ExitSource, now, now, req.Duration.Milliseconds(), req.TTL.Milliseconds(), expires,
+			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Key, req.Token)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ? WHERE id = ?`,
+			now, req.ExitCode, req.Class, req.AttemptID)
+		return err
+	})
+	var se *StoreError
+	if errors.As(err, &se) {
+		// "State unknown": believe only what a fresh read shows.
+		rec, rerr := getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)
+		if rerr == nil && rec.Token == req.Token && rec.Status == req.Status && !rec.Finished.IsZero() {
+			return nil
+		}
+	}
+	return err
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Release implements Ledger.
+func (s *SQLite) Release(ctx context.Context, key string, token, attemptID int64, prev *Snapshot) error {
+	return s.write(ctx, "release", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
+			return err
+		}
+		if prev == nil {
+			return fenced(tx.ExecContext(ctx, `DELETE FROM records WHERE key = ? AND token = ?`, key, token))
+		}
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, attempts = ?, max_attempts = ?, exit_code = ?,
+			finished_ms = ?, expires_ms = ?, lease_expires_ms = 0, child_pgid = 0, child_start = 0, updated_ms = ?
+			WHERE key = ? AND token = ?`,
+			prev.Status, prev.Attempts, prev.MaxAttempts, nullCode(prev.ExitCode, prev.HasExit),
+			ms(prev.Finished), ms(prev.Expires), s.Now().UnixMilli(), key, token))
+	})
+}
+
+// Get implements Ledger.
+func (s *SQLite) Get(ctx context.Context, key string) (*Record, error) {
+	r, err := getRecord(ctx, s.conn, key, true)
+	return r, s.wrap("read", err)
+}
+
+// History implements Ledger.
+func (s *SQLite) History(ctx context.Context, key string) ([]Attempt, error) {
+	rows, err := s.conn.QueryContext(ctx, `SELECT n, token, host, pid, started_ms, ended_ms, exit_code, class, delay_ms
+		FROM attempts WHERE key = ? ORDER BY id`, key)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a              Attempt
+			started        int64
+			ended, code, d sql.NullInt64
+			class          sql.NullString
+		)
+		if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &started, &ended, &code, &class, &d); err != nil {
+			return nil, s.wrap("read", err)
+		}
+		a.Started, a.Ended = time.UnixMilli(started), fromMS(ended)
+		a.ExitCode, a.HasExit = int(code.Int64), code.Valid
+		a.Class = class.String
+		a.Delay = time.Duration(d.Int64) * time.Millisecond
+		out = append(out, a)
+	}
+	return out, s.wrap("read", rows.Err())
+}

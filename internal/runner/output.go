@@ -1,0 +1,119 @@
+package runner
+
+import (
+	"io"
+	"os"
+)
+
+// capture keeps the first max bytes written to it and notes whether more came.
+type capture struct {
+	buf       []byte
+	max       int64
+	truncated bool
+}
+
+func newCapture(max int64) *capture {
+	return &capture{max: max}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c == nil {
+		return len(p), nil
+	}
+	room := c.max - int64(len(c.buf))
+	if room <= 0 {
+		if len(p) > 0 {
+			c.truncated = true
+		}
+		return len(p), nil
+	}
+	if int64(len(p)) > room {
+		c.buf = append(c.buf, p[:room]...)
+		c.truncated = true
+		return len(p), nil
+	}
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}
+
+// tee streams a child's output to idem's own stream and to a capture. A
+// failed write to the stream (a closed pipe: `idem run ... | head`) stops
+// streaming but never stops capturing, so the child runs on and the record
+// is kept.
+type tee struct {
+	live    io.Writer // nil: not streamed
+	liveErr error
+	capture *capture
+}
+
+func (t *tee) Write(p []byte) (int, error) {
+	if t.live != nil && t.liveErr == nil {
+		if _, err := t.live.Write(p); err != nil {
+			t.liveErr = err
+		}
+	}
+	t.capture.Write(p)
+	return len(p), nil
+}
+
+// spool holds an attempt's stdout back for --stdout final: in memory up to
+// a small size, then in an unlinked private temp file.
+type spool struct {
+	mem  []byte
+	file *os.File
+	err  error
+}
+
+const spoolMemory = 64 << 10
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return len(p), nil
+	}
+	if s.file == nil && len(s.mem)+len(p) <= spoolMemory {
+		s.mem = append(s.mem, p...)
+		return len(p), nil
+	}
+	if s.file == nil {
+		f, err := os.CreateTemp("", "idem-stdout-*")
+		if err != nil {
+			s.err = err
+			return len(p), nil
+		}
+		os.Remove(f.Name())
+		s.file = f
+		if _, err := f.Write(s.mem); err != nil {
+			s.err = err
+		}
+		s.mem = nil
+	}
+	if _, err := s.file.Write(p); err != nil {
+		s.err = err
+	}
+	return len(p), nil
+}
+
+// emit copies the held bytes to w and releases the spool.
+func (s *spool) emit(w io.Writer) error {
+	defer s.discard()
+	if s.err != nil {
+		return s.err
+	}
+	if s.file == nil {
+		_, err := w.Write(s.mem)
+		return err
+	}
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err := io.Copy(w, s.file)
+	return err
+}
+
+func (s *spool) discard() {
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+	s.mem = nil
+}
