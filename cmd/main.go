@@ -36,10 +36,10 @@ var version = ""
 // app holds what commands depend on, so tests can replace it and so that
 // nothing (the ledger above all) is opened before a command needs it.
 type app struct {
-	stdin  *os.File
-	stdout io.Writer
-	stderr io.Writer
-	getenv func(string) string
+	stdin   *os.File
+	stdout  io.Writer
+	stderr  io.Writer
+	getenv  func(string) string
 	environ []string
 
 	ledgerFlag string

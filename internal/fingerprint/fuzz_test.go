@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -72,6 +74,42 @@ func FuzzCanonicalJSON(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("CanonicalJSON(%q)=%q decodes to %#v, want %#v", in, out, got, want)
+		}
+	})
+}
+
+// argvList decodes a fuzz string into an argv: the first byte is the
+// separator and the rest is split on it; "" is the empty argv.
+func argvList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s[1:], s[:1])
+}
+
+func FuzzSum(f *testing.F) {
+	f.Add("|a b", []byte(nil), false, "|a|b", []byte(nil), false)
+	f.Add("|ab|", []byte(nil), false, "|a|b", []byte(nil), false)
+	f.Add("|x", []byte(""), true, "|x", []byte(nil), false)
+	f.Add("|x", []byte(`{"a":1,"b":2}`), true, "|x", []byte(`{"b":2,"a":1}`), true)
+	f.Add("|x", []byte(`1.0`), true, "|x", []byte(`1`), true)
+	f.Fuzz(func(t *testing.T, a string, pa []byte, ha bool, b string, pb []byte, hb bool) {
+		ia := Input{Argv: argvList(a), Payload: pa, HasPayload: ha}
+		ib := Input{Argv: argvList(b), Payload: pb, HasPayload: hb}
+		ea, errA := encode(ia)
+		eb, errB := encode(ib)
+		if errA != nil || errB != nil {
+			return // duplicate JSON keys, covered by FuzzCanonicalJSON
+		}
+		same := slices.Equal(ia.Argv, ib.Argv) && ha == hb
+		if same && ha {
+			ca, errA := CanonicalJSON(pa)
+			cb, errB := CanonicalJSON(pb)
+			same = errA == nil && errB == nil && bytes.Equal(ca, cb) ||
+				errA != nil && errB != nil && bytes.Equal(pa, pb)
+		}
+		if bytes.Equal(ea, eb) != same {
+			t.Fatalf("inputs %+v and %+v: equal encodings=%v, want %v", ia, ib, !same, same)
 		}
 	})
 }
