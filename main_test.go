@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		"catstdin": catstdin,
 		"writebin": writebin,
 		"appendto": appendto,
+		"listfds":  listfds, // reliability_test.go
 	})
 }
 

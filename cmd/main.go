@@ -203,7 +203,14 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ledger.OpenSQLite(ctx, path)
+	l, err := ledger.OpenSQLite(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range l.Tightened {
+		a.ui.warnf("%s: the ledger holds command output, so others may not read it", f)
+	}
+	return l, nil
 }
 
 // ui renders idem's own lines on stderr.

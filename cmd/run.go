@@ -365,7 +365,11 @@ func readPayload(path string) ([]byte, error) {
 
 // readLimited reads stdin for --stdin spool, refusing more than max bytes.
 func readLimited(r io.Reader, max int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	limit := max + 1 // one more, to tell "too large" from "exactly max"
+	if limit < max {
+		limit = max // max+1 overflowed: LimitReader would read nothing
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit))
 	if err != nil {
 		return nil, &exitError{code: ExitIO, msg: fmt.Sprintf("read stdin for --stdin spool: %v", err)}
 	}

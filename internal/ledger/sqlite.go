@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 )
 
@@ -41,6 +43,9 @@ type SQLite struct {
 	conn *sql.Conn
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// Tightened names the ledger files whose group and other permissions
+	// Open took away (the ledger holds command output); callers warn.
+	Tightened []string
 }
 
 // OpenSQLite opens (creating when missing) the ledger at path. A missing
@@ -52,7 +57,8 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	if err != nil {
 		return nil, &StoreError{Op: "open", Path: path, Err: err}
 	}
-	if err := prepareFile(abs); err != nil {
+	tightened, err := prepareFile(abs)
+	if err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn(abs))
@@ -65,7 +71,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now}
+	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now, Tightened: tightened}
 	if err := s.checkSchema(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -93,53 +99,155 @@ func dsn(abs string) string {
 }
 
 // prepareFile creates a missing directory (0700) and a missing ledger file
-// (0600) before SQLite opens it, so -wal and -shm copy that mode.
-func prepareFile(abs string) error {
+// (0600) before SQLite opens it, so -wal and -shm copy that mode. An
+// existing ledger of the caller's that others may read is made private
+// again; tightened says which files were (for a warning). Directories,
+// devices, FIFOs and symbolic links that SQLite would follow to a missing
+// file or to another user's file are refused.
+func prepareFile(abs string) (tightened []string, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return &StoreError{Op: "create directory", Path: dir, Err: err}
+			return nil, &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return &StoreError{Op: "create directory", Path: dir, Err: err}
+			return nil, &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 	}
-	fi, err := os.Stat(abs)
+	fi, err := os.Lstat(abs)
+	real := abs
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if real, fi, err = followLink(abs); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case err == nil && fi.IsDir():
-		return &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+		return nil, &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
 			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
+	case err == nil && !fi.Mode().IsRegular():
+		return nil, &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
+			Hint: "point --ledger or IDEM_LEDGER at a regular file"}
 	case err == nil:
-		return nil
+		// SQLite would open a file it may not write read-only, and leave
+		// -wal and -shm behind: refuse it first.
+		if err := unix.Faccessat(unix.AT_FDCWD, real, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
+			return nil, &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
+				Hint: "check the permissions of the ledger file and its directory"}
+		}
+		return tighten(real)
 	case !errors.Is(err, fs.ErrNotExist):
-		return &StoreError{Op: "open", Path: abs, Err: err}
+		return nil, &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil // another process created it first
+		return nil, nil // another process created it first
 	}
 	if err != nil {
-		return &StoreError{Op: "create", Path: abs, Err: err}
+		return nil, &StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	err = f.Chmod(0o600) // whatever the umask
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return &StoreError{Op: "create", Path: abs, Err: err}
+		return nil, &StoreError{Op: "create", Path: abs, Err: err}
 	}
-	return nil
+	return nil, nil
+}
+
+// followLink resolves a ledger path that is a symbolic link. SQLite follows
+// it and puts -wal and -shm beside the target, so the target must exist (a
+// dangling link would have SQLite create it with the umask's mode, readable
+// by others) and be the caller's own (another user's file would decide what
+// idem runs and replays, and idem would write into it).
+func followLink(abs string) (string, fs.FileInfo, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, &StoreError{Op: "open", Path: abs, Err: errors.New("is a symbolic link to a missing file"),
+			Hint: "point --ledger or IDEM_LEDGER at the link's target: idem creates it, private"}
+	}
+	if err != nil {
+		return "", nil, &StoreError{Op: "open", Path: abs, Err: err}
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", nil, &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+	}
+	if uid, ok := owner(fi); ok && uid != os.Geteuid() {
+		return "", nil, &StoreError{Op: "open", Path: abs,
+			Err:  fmt.Errorf("is a symbolic link to a file owned by another user (uid %d): %s", uid, real),
+			Hint: "point --ledger or IDEM_LEDGER at a ledger of your own"}
+	}
+	return real, fi, nil
+}
+
+// tighten takes group and other permissions off the ledger and its -wal
+// and -shm when they are the caller's: the ledger holds command output.
+// Other users' files are left as they are. Only modes change: no file is
+// opened (closing a descriptor would drop SQLite's locks).
+func tighten(path string) ([]string, error) {
+	var done []string
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if uid, ok := owner(fi); !ok || uid != os.Geteuid() {
+			continue
+		}
+		mode := fi.Mode().Perm() & 0o700
+		if err := os.Chmod(p, mode); err != nil {
+			return done, &StoreError{Op: "tighten permissions", Path: p, Err: err}
+		}
+		done = append(done, fmt.Sprintf("%s was mode %#o, now %#o", p, fi.Mode().Perm(), mode))
+	}
+	return done, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
+func owner(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+func permHint(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "check the permissions of the ledger's directory and file"
+	}
+	return ""
 }
 
 // checkSchema refuses foreign and newer files before anything is written,
 // and initialises an empty file.
 func (s *SQLite) checkSchema(ctx context.Context) error {
-	var appID, version int64
+	// One statement, so one snapshot: another idem may be initialising the
+	// file right now, and separate reads could see its schema without its
+	// version and call the file foreign.
+	var appID, version, objects int64
 	err := s.conn.QueryRowContext(ctx,
-		`SELECT a.application_id, v.user_version FROM pragma_application_id() a, pragma_user_version() v`).
-		Scan(&appID, &version)
+		`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema)
+		FROM pragma_application_id() a, pragma_user_version() v`).
+		Scan(&appID, &version, &objects)
 	if err != nil {
 		return storeErr("read", s.path, err)
+	}
+	if err := s.checkSize(ctx); err != nil {
+		return err
 	}
 	switch {
 	case appID == applicationID && version == SchemaVersion:
@@ -151,14 +259,30 @@ func (s *SQLite) checkSchema(ctx context.Context) error {
 	case appID != 0 || version != 0:
 		return notLedger(s.path)
 	}
-	var objects int
-	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&objects); err != nil {
-		return storeErr("read", s.path, err)
-	}
 	if objects > 0 {
 		return notLedger(s.path)
 	}
 	return s.initialise(ctx)
+}
+
+// checkSize refuses a file cut inside a page: SQLite reads the missing
+// tail of the last page as zeros and would go on, and write, on a
+// damaged file. (A cut at a page boundary it reports as corrupt itself.)
+func (s *SQLite) checkSize(ctx context.Context) error {
+	var pageSize int64
+	if err := s.conn.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		return storeErr("read", s.path, err)
+	}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return storeErr("read", s.path, err)
+	}
+	if pageSize > 0 && fi.Size()%pageSize != 0 {
+		return &StoreError{Op: "open", Path: s.path,
+			Err:  fmt.Errorf("the database is corrupt: %d bytes is not a whole number of %d-byte pages (truncated?)", fi.Size(), pageSize),
+			Hint: "restore the ledger from a backup, or move it aside to start a new one"}
+	}
+	return nil
 }
 
 func notLedger(path string) error {
@@ -247,10 +371,19 @@ func storeErr(op, path string, err error) error {
 		case 11: // SQLITE_CORRUPT
 			se.Err = errors.New("the database is corrupt")
 			se.Hint = "restore the ledger from a backup, or move it aside to start a new one"
+		case 10: // SQLITE_IOERR: read, write, fsync, shm... (ENOSPC on -shm, EIO)
+			se.Err = fmt.Errorf("I/O error on the ledger's files (SQLite code %d)", e.Code())
+			se.Hint = "check free space and the health of the disk that holds the ledger"
 		case 13: // SQLITE_FULL
 			se.Err = errors.New("disk full")
 			se.Hint = "free space on the ledger's file system"
 		case 8, 3, 23: // READONLY, PERM, AUTH
+			switch e.Code() {
+			case 1544: // SQLITE_READONLY_DIRECTORY
+				se.Err = errors.New("cannot create the ledger's -wal and -shm files: its directory is not writable")
+			case 8, 264, 520, 776, 1032, 1288: // SQLITE_READONLY and its file-level variants
+				se.Err = fmt.Errorf("the ledger is read-only (SQLite code %d)", e.Code())
+			}
 			se.Hint = "check the permissions of the ledger file and its directory"
 		case 14: // CANTOPEN
 			se.Hint = "check that the ledger's directory exists and is writable"
@@ -645,11 +778,16 @@ func (s *SQLite) Release(ctx context.Context, key string, token, attemptID int64
 		if prev == nil {
 			return fenced(tx.ExecContext(ctx, `DELETE FROM records WHERE key = ? AND token = ?`, key, token))
 		}
+		// A fresh token fences the releasing owner out: it must not write again.
+		fresh, err := nextToken(ctx, tx)
+		if err != nil {
+			return err
+		}
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, attempts = ?, max_attempts = ?, exit_code = ?,
-			finished_ms = ?, expires_ms = ?, lease_expires_ms = 0, child_pgid = 0, child_start = 0, updated_ms = ?
+			finished_ms = ?, expires_ms = ?, lease_expires_ms = 0, child_pgid = 0, child_start = 0, updated_ms = ?, token = ?
 			WHERE key = ? AND token = ?`,
 			prev.Status, prev.Attempts, prev.MaxAttempts, nullCode(prev.ExitCode, prev.HasExit),
-			ms(prev.Finished), ms(prev.Expires), s.Now().UnixMilli(), key, token))
+			ms(prev.Finished), ms(prev.Expires), s.Now().UnixMilli(), fresh, key, token))
 	})
 }
 
