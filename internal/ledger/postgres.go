@@ -1,0 +1,850 @@
+package ledger
+
+import (
+	"context"
+	_ "embed" // postgres_schema.sql
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed postgres_schema.sql
+var pgSchemaV1 string
+
+// PostgresSchemaVersion is the schema version this idem writes (table meta).
+const PostgresSchemaVersion = 1
+
+const (
+	// PostgresSchema is the PostgreSQL schema that holds the ledger.
+	PostgresSchema = "idem"
+	// pgMigrateLock is the advisory lock taken around schema creation
+	// and migration ("idemmigr").
+	pgMigrateLock = int64(0x6964656d6d696772)
+	// pgRetries bounds retries of serialization failures, deadlocks and
+	// unique violations (the other transaction has finished by then).
+	pgRetries = 5
+	// pgConnectTimeout applies when neither the DSN nor PGCONNECT_TIMEOUT
+	// sets one, so an unreachable server fails instead of hanging.
+	pgConnectTimeout = 10 * time.Second
+	// pgMaxConns: idem itself needs one; the rest serve concurrent callers.
+	pgMaxConns = 4
+)
+
+var _ Ledger = (*Postgres)(nil)
+
+// Postgres is the shared ledger: one PostgreSQL database for a fleet of
+// hosts, with the contract of the SQLite backend. Leases, TTLs and every
+// other time come from the server's clock (clock_timestamp()), so hosts
+// with skewed clocks still agree on when a lease expires.
+type Postgres struct {
+	pool   *pgxpool.Pool
+	schema string
+	desc   string // the DSN without secrets
+	addr   string // host:port (or socket) for messages
+	// Now, when set, replaces the server's clock (the conformance suite
+	// drives time through it). Nil: clock_timestamp() on the server.
+	Now func() time.Time
+}
+
+// IsPostgresDSN reports whether a --ledger value names a PostgreSQL
+// database rather than a file.
+func IsPostgresDSN(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// OpenPostgres connects to the database dsn names and creates or migrates
+// the ledger's schema on first use. Passwords come from the DSN, PGPASSWORD
+// or a password file (PGPASSFILE, ~/.pgpass), as with libpq. A ledger
+// written by a newer idem is refused untouched. Every error is a
+// *StoreError whose message names the host and never the password.
+func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+	return openPostgres(ctx, dsn, PostgresSchema)
+}
+
+// openPostgres opens the ledger in schema (tests use one schema each).
+func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
+	desc := redactDSN(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, &StoreError{Op: "open", Path: desc, Err: parseError(err),
+			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
+	}
+	cc := cfg.ConnConfig
+	// The ledger's tables are found through search_path, whatever the DSN
+	// or the role's default says.
+	cc.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = "idem"
+	}
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = pgConnectTimeout
+	}
+	cfg.MaxConns = pgMaxConns
+	cfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, &StoreError{Op: "open", Path: desc, Err: err}
+	}
+	p := &Postgres{pool: pool, schema: schema, desc: desc, addr: pgAddr(&cc.Config)}
+	if err := p.checkSchema(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// redactDSN returns dsn without its password (in the user info or as a
+// query parameter), for messages and Describe.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparsable)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for name := range q {
+			if strings.Contains(strings.ToLower(name), "password") {
+				q.Del(name)
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// parseError keeps the reason a DSN was refused without quoting the DSN:
+// pgx's own message quotes it (its redaction is best effort) and a URL
+// error quotes it whole, password included.
+func parseError(err error) error {
+	reason := ""
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		msg := pe.Error()
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			reason = msg[i+3:]
+		}
+		if inner := errors.Unwrap(pe); inner != nil {
+			reason = strings.TrimSuffix(reason, " ("+inner.Error()+")")
+		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		reason = strings.TrimPrefix(reason+": ", ": ") + ue.Err.Error()
+	}
+	if reason == "" {
+		return errors.New("invalid PostgreSQL DSN")
+	}
+	return fmt.Errorf("invalid PostgreSQL DSN: %s", reason)
+}
+
+func pgAddr(c *pgconn.Config) string {
+	if strings.HasPrefix(c.Host, "/") {
+		return fmt.Sprintf("%s/.s.PGSQL.%d", c.Host, c.Port)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+}
+
+// Describe returns the DSN without its password.
+func (p *Postgres) Describe() string { return p.desc }
+
+// Close closes the connections.
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// checkSchema reads the schema version; a missing schema is created, an
+// older one migrated, a newer one refused before anything is written.
+func (p *Postgres) checkSchema(ctx context.Context) error {
+	var version int
+	err := p.pool.QueryRow(ctx, `SELECT version FROM meta`).Scan(&version)
+	switch {
+	case err == nil && version == PostgresSchemaVersion:
+		return nil
+	case err == nil && version > PostgresSchemaVersion:
+		return p.newer(version)
+	case err == nil, sqlState(err) == "42P01", sqlState(err) == "3F000": // older; undefined table or schema
+		return p.migrate(ctx)
+	}
+	return p.wrap("open", err)
+}
+
+func (p *Postgres) newer(version int) error {
+	return &StoreError{Op: "open", Path: p.desc,
+		Err:  fmt.Errorf("written by a newer idem (schema v%d; this idem knows v%d)", version, PostgresSchemaVersion),
+		Hint: "upgrade idem on this host, or point --ledger at another database"}
+}
+
+// migrate creates or upgrades the schema in one transaction under an
+// advisory lock: hosts that start at once wait for the first, then find the
+// schema in place.
+func (p *Postgres) migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgMigrateLock); err != nil {
+			return err
+		}
+		var hasSchema, hasMeta bool
+		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
+			pgx.Identifier{p.schema}.Sanitize(), pgx.Identifier{p.schema, "meta"}.Sanitize()).Scan(&hasSchema, &hasMeta); err != nil {
+			return err
+		}
+		version := 0
+		if hasMeta {
+			if err := tx.QueryRow(ctx, `SELECT version FROM meta`).Scan(&version); err != nil {
+				return err
+			}
+		}
+		switch {
+		case version > PostgresSchemaVersion:
+			return p.newer(version)
+		case version == PostgresSchemaVersion:
+			return nil // another host got here first
+		case version > 0:
+			// Migrations from older versions go here, one step each.
+			return fmt.Errorf("no migration from schema v%d", version)
+		}
+		if !hasSchema {
+			if _, err := tx.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{p.schema}.Sanitize()); err != nil {
+				return err
+			}
+		} else {
+			var objects int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace($1)`,
+				pgx.Identifier{p.schema}.Sanitize()).Scan(&objects); err != nil {
+				return err
+			}
+			if objects > 0 {
+				return &StoreError{Op: "open", Path: p.desc,
+					Err:  fmt.Errorf("schema %q holds tables that are not an idem ledger", p.schema),
+					Hint: "point --ledger at another database, or drop that schema"}
+			}
+		}
+		if _, err := tx.Exec(ctx, pgSchemaV1); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO meta (version) VALUES ($1)`, PostgresSchemaVersion)
+		return err
+	})
+	var se *StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	return p.wrap("create schema", err)
+}
+
+// now is the time parameter of every statement: the caller's clock when
+// Now is set, else NULL, which the SQL turns into clock_timestamp().
+func (p *Postgres) now() any {
+	if p.Now == nil {
+		return nil
+	}
+	return p.Now()
+}
+
+// pgNow is the SQL for "now" given the parameter now() fills.
+func pgNow(param int) string {
+	return fmt.Sprintf("coalesce($%d::timestamptz, clock_timestamp())", param)
+}
+
+// do runs fn, retrying a bounded number of times when PostgreSQL reports a
+// serialization failure, a deadlock or a unique violation (the transaction
+// it collided with has ended by then), and wraps the error.
+func (p *Postgres) do(ctx context.Context, op string, fn func() error) error {
+	var err error
+	for try := 0; try < pgRetries; try++ {
+		err = fn()
+		if !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return p.wrap(op, err)
+}
+
+func retryable(err error) bool {
+	switch sqlState(err) {
+	case "40001", "40P01", "23505":
+		return true
+	}
+	return err != nil && pgconn.SafeToRetry(err)
+}
+
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// wrap turns driver errors into *StoreError and passes contract errors on.
+func (p *Postgres) wrap(op string, err error) error {
+	var (
+		mismatch *MismatchError
+		se       *StoreError
+		pe       *pgconn.PgError
+		ce       *pgconn.ConnectError
+	)
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrLeaseLost), errors.As(err, &mismatch),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &se):
+		return err
+	case errors.As(err, &ce):
+		return p.connectError(err)
+	case errors.As(err, &pe):
+		return p.serverError(op, pe)
+	}
+	// Anything else is the connection failing under us (EOF, reset, closed).
+	return &StoreError{Op: op, Path: p.desc,
+		Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
+		Hint: "check that PostgreSQL is running and reachable from this host"}
+}
+
+func (p *Postgres) serverError(op string, pe *pgconn.PgError) error {
+	se := &StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
+	switch {
+	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+		se.Err = fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, pe.Message)
+		se.Hint = "check that PostgreSQL is running and reachable from this host"
+	case pe.Code == "42501":
+		se.Hint = fmt.Sprintf("grant this role the use of schema %q and its tables (or CREATE on the database, for the first run)", p.schema)
+	case pe.Code == "25006":
+		se.Hint = "point --ledger at the primary server, not a read-only standby"
+	case pe.Code == "53100":
+		se.Hint = "free space on the database server"
+	case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
+		se.Hint = "retry; if it persists, look for a long transaction holding the ledger's rows"
+	}
+	return se
+}
+
+// connectError explains a failed connection by the host it tried; the
+// password never appears (pgx's messages quote only user and database).
+func (p *Postgres) connectError(err error) error {
+	se := &StoreError{Op: "connect", Path: p.desc}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		se.Err = fmt.Errorf("PostgreSQL at %s refused the connection: %s", p.addr, pe.Message)
+		switch pe.Code {
+		case "28P01", "28000":
+			se.Hint = "check the user and password (in the DSN, PGPASSWORD or PGPASSFILE) and pg_hba.conf"
+		case "3D000":
+			se.Hint = "create the database, or name an existing one in the DSN"
+		case "53300":
+			se.Hint = "the server has too many connections; retry, or raise max_connections"
+		}
+	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
+		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
+		se.Hint = "check the host and port, and that a firewall lets this host through"
+	default:
+		msg := cause(err)
+		if strings.Contains(msg, "password") {
+			se.Hint = "set the password in the DSN, PGPASSWORD or a PGPASSFILE"
+		} else {
+			se.Hint = "check that PostgreSQL is running and accepts connections at that address"
+		}
+		se.Err = fmt.Errorf("cannot connect to PostgreSQL at %s: %s", p.addr, msg)
+	}
+	return se
+}
+
+// cause names why a connection failed in a few words ("connection
+// refused", "no such host") rather than pgx's account of every layer.
+func cause(err error) string {
+	var (
+		errno syscall.Errno
+		dns   *net.DNSError
+		op    *net.OpError
+	)
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &dns):
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	case errors.As(err, &op):
+		return op.Err.Error()
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+const pgRecordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
+	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires,
+	created, started, updated, finished, duration_ms, ttl_ms, expires, replays, last_replay,
+	output_stored, stdout_truncated, stderr_truncated`
+
+func scanPGRecord(row pgx.Row, extra ...any) (*Record, error) {
+	var (
+		r                                    Record
+		command                              []byte
+		exit                                 pgtype.Int4
+		lease, finished, expires, lastReplay pgtype.Timestamptz
+		dur                                  pgtype.Int8
+		ttl, pidns, ownerStart, childStart   int64
+		status                               string
+	)
+	dest := []any{&r.Key, &r.Fingerprint, &command, &status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
+		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &lease,
+		&r.Created, &r.Started, &r.Updated, &finished, &dur, &ttl, &expires, &r.Replays, &lastReplay,
+		&r.OutputStored, &r.StdoutTruncated, &r.StderrTruncated}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	if err := json.Unmarshal(command, &r.Command); err != nil {
+		return nil, fmt.Errorf("record %q: bad command column: %w", r.Key, err)
+	}
+	r.Status = Status(status)
+	r.ExitCode, r.HasExit = int(exit.Int32), exit.Valid
+	r.Owner.PIDNS, r.Owner.StartTime, r.Owner.ChildStart = uint64(pidns), uint64(ownerStart), uint64(childStart)
+	r.LeaseExpiry, r.Finished, r.Expires, r.LastReplay = pgTime(lease), pgTime(finished), pgTime(expires), pgTime(lastReplay)
+	r.Duration = time.Duration(dur.Int64) * time.Millisecond
+	r.TTL = time.Duration(ttl) * time.Millisecond
+	return &r, nil
+}
+
+func pgTime(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+// tsArg is a nullable timestamptz parameter: the zero time is NULL.
+func tsArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// queryRower is a pool or a transaction.
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func getPGRecord(ctx context.Context, q queryRower, key string, withOutput bool) (*Record, error) {
+	if !withOutput {
+		return scanPGRecord(q.QueryRow(ctx, `SELECT `+pgRecordColumns+` FROM records WHERE key = $1`, key))
+	}
+	var stdout, stderr []byte
+	r, err := scanPGRecord(q.QueryRow(ctx, `SELECT `+pgRecordColumns+`, stdout, stderr FROM records WHERE key = $1`, key),
+		&stdout, &stderr)
+	if err != nil {
+		return nil, err
+	}
+	r.Stdout, r.Stderr = stdout, stderr
+	return r, nil
+}
+
+// Reserve implements Ledger. The common cases are single statements: a
+// replay of a final record (UPDATE ... RETURNING), then the claim of a new
+// key (INSERT ... ON CONFLICT DO NOTHING RETURNING token, with its first
+// attempt). Everything else — continuing a retryable record, rerunning a
+// failed one, an expired TTL, a takeover, busy, a fingerprint mismatch —
+// needs the record and, for a same-host owner, the OwnerDead callback: it
+// runs in one short transaction that locks the row (SELECT ... FOR NO KEY
+// UPDATE) before deciding, so no other reservation, renewal or outcome
+// interleaves between the read and the write.
+func (p *Postgres) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+	command, err := json.Marshal(req.Command)
+	if err != nil {
+		return nil, &StoreError{Op: "reserve", Path: p.desc, Err: err}
+	}
+	var res *Reservation
+	err = p.do(ctx, "reserve", func() error {
+		// A record that vanishes between the claim and the lock (purged)
+		// sends us round again; a handful of rounds is plenty.
+		for round := 0; round < pgRetries; round++ {
+			var err error
+			if res, err = p.replayFinal(ctx, req); err != nil || res != nil {
+				return err
+			}
+			if res, err = p.create(ctx, p.pool, req, command, p.now()); err != nil || res != nil {
+				return err
+			}
+			if res, err = p.decide(ctx, req, command); err != nil || res != nil {
+				return err
+			}
+		}
+		return errors.New("the key kept changing under concurrent runs")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// replayFinal counts and returns a replay of a succeeded (or final failed)
+// record with this fingerprint, in one statement; nil when it is not one.
+func (p *Postgres) replayFinal(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+	var stdout, stderr []byte
+	rec, err := scanPGRecord(p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(4)+` AS now)
+		UPDATE records SET replays = replays + 1, last_replay = c.now FROM c
+		WHERE key = $1 AND fingerprint = $2 AND (status = 'succeeded' OR (status = 'failed' AND NOT $3::boolean))
+			AND (expires IS NULL OR expires > c.now)
+		RETURNING `+pgRecordColumns+`, stdout, stderr`,
+		req.Key, req.Fingerprint, req.RerunFailed, p.now()), &stdout, &stderr)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec.Stdout, rec.Stderr = stdout, stderr
+	return &Reservation{Outcome: Replay, Record: rec}, nil
+}
+
+// create claims a key that has no record, with its first attempt, in one
+// statement; nil when the key has a record.
+func (p *Postgres) create(ctx context.Context, q queryRower, req ReserveRequest, command []byte, now any) (*Reservation, error) {
+	o := req.Owner
+	res := &Reservation{Outcome: Reserved, Attempt: 1}
+	err := q.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(11)+` AS now), rec AS (
+			INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
+				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated)
+			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('tokens'), $5, $6, $7, $8, $9,
+				c.now + $10::bigint * interval '1 microsecond', c.now, c.now, c.now FROM c
+			ON CONFLICT (key) DO NOTHING
+			RETURNING key, token, started)
+		INSERT INTO attempts (key, n, token, host, pid, started)
+		SELECT key, 1, token, $5, $8, started FROM rec
+		RETURNING token, id`,
+		req.Key, req.Fingerprint, string(command), req.MaxAttempts,
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now).Scan(&res.Token, &res.AttemptID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// decide is the full decision table of Reserve, under the row's lock. It
+// returns nil, nil when the record vanished before it could be locked.
+func (p *Postgres) decide(ctx context.Context, req ReserveRequest, command []byte) (*Reservation, error) {
+	var res *Reservation
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		res = nil
+		// Lock first, then read the clock: a wait for the lock must not
+		// make "now" stale.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT `+pgRecordColumns+` FROM records WHERE key = $1 FOR NO KEY UPDATE`, req.Key)
+		b.Queue(`SELECT `+pgNow(1), p.now())
+		br := tx.SendBatch(ctx, b)
+		rec, err := scanPGRecord(br.QueryRow())
+		var now time.Time
+		if err == nil {
+			err = br.QueryRow().Scan(&now)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+
+		if rec.Expired(now) {
+			if _, err := tx.Exec(ctx, `DELETE FROM records WHERE key = $1`, req.Key); err != nil {
+				return err
+			}
+			res, err = p.create(ctx, tx, req, command, now)
+			if err == nil && res == nil {
+				err = errors.New("re-creating an expired record found a conflict")
+			}
+			return err
+		}
+		if rec.Fingerprint != req.Fingerprint {
+			return &MismatchError{Record: rec}
+		}
+		switch rec.Status {
+		case StatusSucceeded:
+			res, err = pgReplay(ctx, tx, req.Key, now, nil)
+			return err
+		case StatusFailed:
+			if !req.RerunFailed {
+				res, err = pgReplay(ctx, tx, req.Key, now, nil)
+				return err
+			}
+			res, err = pgTake(ctx, tx, req, now, 0, snapshot(rec))
+			return err
+		case StatusRetryable:
+			if rec.Attempts >= req.MaxAttempts {
+				if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`,
+					req.Key, req.MaxAttempts, now); err != nil {
+					return err
+				}
+				res, err = pgReplay(ctx, tx, req.Key, now, nil)
+				return err
+			}
+			res, err = pgTake(ctx, tx, req, now, rec.Attempts, snapshot(rec))
+			return err
+		}
+		// in_progress: busy while the lease lives and the owner is not
+		// known dead (only a same-host owner can be: OwnerDead says so).
+		if now.Before(rec.LeaseExpiry) && (req.OwnerDead == nil || !req.OwnerDead(rec.Owner)) {
+			res = &Reservation{Outcome: Busy, Record: rec}
+			return nil
+		}
+		abandoned := rec.Owner
+		if _, err := tx.Exec(ctx, `UPDATE attempts SET ended = $2, exit_code = $3, class = $4
+			WHERE key = $1 AND ended IS NULL`, req.Key, now, AbandonedExitCode, ClassAbandoned); err != nil {
+			return err
+		}
+		if rec.Attempts >= req.MaxAttempts {
+			// The lost attempt was the last of the budget: final.
+			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', exit_code = $2, exit_source = 'idem',
+				token = nextval('tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
+				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END
+				WHERE key = $1`,
+				req.Key, AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
+				return err
+			}
+			res, err = pgReplay(ctx, tx, req.Key, now, &abandoned)
+			return err
+		}
+		prev := snapshot(rec)
+		prev.Status, prev.ExitCode, prev.HasExit = StatusRetryable, AbandonedExitCode, true
+		res, err = pgTake(ctx, tx, req, now, rec.Attempts, prev)
+		if res != nil {
+			res.Abandoned = &abandoned
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// pgTake makes the caller the owner of an existing, locked record whose
+// previous attempts number done.
+func pgTake(ctx context.Context, tx pgx.Tx, req ReserveRequest, now time.Time, done int, prev *Snapshot) (*Reservation, error) {
+	o := req.Owner
+	res := &Reservation{Outcome: Reserved, Prev: prev}
+	err := tx.QueryRow(ctx, `WITH rec AS (
+			UPDATE records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('tokens'),
+				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
+				child_pgid = 0, child_start = 0, lease_expires = $9::timestamptz + $10::bigint * interval '1 microsecond',
+				started = $9, updated = $9, finished = NULL, expires = NULL
+			WHERE key = $1 RETURNING key, token, attempts)
+		INSERT INTO attempts (key, n, token, host, pid, started)
+		SELECT key, attempts, token, $4, $7, $9 FROM rec
+		RETURNING token, n, id`,
+		req.Key, done+1, req.MaxAttempts, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now, micros(req.Lease)).
+		Scan(&res.Token, &res.Attempt, &res.AttemptID)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// pgReplay counts one suppressed duplicate of a locked record and returns
+// it with its output.
+func pgReplay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
+	var stdout, stderr []byte
+	rec, err := scanPGRecord(tx.QueryRow(ctx, `UPDATE records SET replays = replays + 1, last_replay = $2 WHERE key = $1
+		RETURNING `+pgRecordColumns+`, stdout, stderr`, key, now), &stdout, &stderr)
+	if err != nil {
+		return nil, err
+	}
+	rec.Stdout, rec.Stderr = stdout, stderr
+	return &Reservation{Outcome: Replay, Record: rec, Abandoned: abandoned}, nil
+}
+
+// fencedCount turns the row count of an owner's write into ErrLeaseLost.
+func fencedCount(n int64, err error) error {
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+func (p *Postgres) execFenced(ctx context.Context, op, sql string, args ...any) error {
+	return p.do(ctx, op, func() error {
+		tag, err := p.pool.Exec(ctx, sql, args...)
+		return fencedCount(tag.RowsAffected(), err)
+	})
+}
+
+// countFenced runs a statement whose single row is the number of records
+// the fenced write touched.
+func (p *Postgres) countFenced(ctx context.Context, op, sql string, args ...any) error {
+	return p.do(ctx, op, func() error {
+		var n int64
+		err := p.pool.QueryRow(ctx, sql, args...).Scan(&n)
+		return fencedCount(n, err)
+	})
+}
+
+// SetChild implements Ledger.
+func (p *Postgres) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
+	return p.execFenced(ctx, "record child", `UPDATE records SET child_pgid = $3, child_start = $4 WHERE key = $1 AND token = $2`,
+		key, token, pgid, int64(start))
+}
+
+// Renew implements Ledger: the lease runs from the server's clock.
+func (p *Postgres) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+	return p.execFenced(ctx, "renew lease", `WITH c AS (SELECT `+pgNow(4)+` AS now)
+		UPDATE records SET lease_expires = c.now + $3::bigint * interval '1 microsecond', updated = c.now FROM c
+		WHERE key = $1 AND token = $2`, key, token, micros(lease), p.now())
+}
+
+// EndAttempt implements Ledger, in one statement.
+func (p *Postgres) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+pgNow(7)+` AS now),
+		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now FROM c
+			WHERE key = $1 AND token = $2 RETURNING c.now),
+		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6 FROM r
+			WHERE id = $3 AND attempts.key = $1)
+		SELECT count(*) FROM r`, key, token, attemptID, code, class, delay.Milliseconds(), p.now())
+}
+
+// StartAttempt implements Ledger, in one statement.
+func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
+	var (
+		n  int
+		id int64
+	)
+	err := p.do(ctx, "start attempt", func() error {
+		err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(4)+` AS now),
+			r AS (UPDATE records SET attempts = attempts + 1, lease_expires = c.now + $3::bigint * interval '1 microsecond',
+				updated = c.now, child_pgid = 0, child_start = 0 FROM c
+				WHERE key = $1 AND token = $2 RETURNING key, attempts, owner_host, owner_pid, c.now)
+			INSERT INTO attempts (key, n, token, host, pid, started)
+			SELECT key, attempts, $2, owner_host, owner_pid, now FROM r
+			RETURNING n, id`, key, token, micros(lease), p.now()).Scan(&n, &id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		return err
+	})
+	return n, id, err
+}
+
+// Finish implements Ledger, in one statement that commits with the
+// server's synchronous_commit (on by default: the outcome is flushed to its
+// WAL before Finish returns). When the commit's fate is unknown (the
+// connection broke), the record is read again: Finish returns nil only if
+// the outcome is there.
+func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
+	var stdout, stderr []byte
+	if req.OutputStored {
+		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
+	}
+	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+pgNow(15)+` AS now),
+		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
+			duration_ms = $6, ttl_ms = $7::bigint,
+			expires = CASE WHEN $7::bigint > 0 THEN c.now + $7::bigint * interval '1 millisecond' END,
+			lease_expires = NULL, output_stored = $8, stdout = $9, stderr = $10, stdout_truncated = $11, stderr_truncated = $12
+			FROM c WHERE key = $1 AND token = $2 RETURNING c.now),
+		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13 FROM r WHERE id = $14 AND attempts.key = $1)
+		SELECT count(*) FROM r`,
+		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
+		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now())
+	var se *StoreError
+	if errors.As(err, &se) {
+		// "State unknown": believe only what a fresh read shows.
+		rec, rerr := getPGRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)
+		if rerr == nil && rec.Token == req.Token && rec.Status == req.Status && !rec.Finished.IsZero() {
+			return nil
+		}
+	}
+	return err
+}
+
+// Release implements Ledger. Restoring the previous state draws a fresh
+// token, which fences the releasing owner out: it must not write again.
+func (p *Postgres) Release(ctx context.Context, key string, token, attemptID int64, prev *Snapshot) error {
+	if prev == nil {
+		// The attempts go with the record (ON DELETE CASCADE).
+		return p.execFenced(ctx, "release", `DELETE FROM records WHERE key = $1 AND token = $2`, key, token)
+	}
+	var code any
+	if prev.HasExit {
+		code = prev.ExitCode
+	}
+	return p.countFenced(ctx, "release", `WITH c AS (SELECT `+pgNow(10)+` AS now),
+		r AS (UPDATE records SET status = $4, attempts = $5, max_attempts = $6, exit_code = $7::integer,
+			finished = $8::timestamptz, expires = $9::timestamptz, lease_expires = NULL, child_pgid = 0, child_start = 0,
+			updated = c.now, token = nextval('tokens') FROM c WHERE key = $1 AND token = $2 RETURNING key),
+		a AS (DELETE FROM attempts WHERE id = $3 AND key IN (SELECT key FROM r))
+		SELECT count(*) FROM r`,
+		key, token, attemptID, string(prev.Status), prev.Attempts, prev.MaxAttempts, code,
+		tsArg(prev.Finished), tsArg(prev.Expires), p.now())
+}
+
+// Get implements Ledger.
+func (p *Postgres) Get(ctx context.Context, key string) (*Record, error) {
+	var r *Record
+	err := p.do(ctx, "read", func() error {
+		var err error
+		r, err = getPGRecord(ctx, p.pool, key, true)
+		return err
+	})
+	return r, err
+}
+
+// History implements Ledger.
+func (p *Postgres) History(ctx context.Context, key string) ([]Attempt, error) {
+	var out []Attempt
+	err := p.do(ctx, "read", func() error {
+		out = nil
+		rows, err := p.pool.Query(ctx, `SELECT n, token, host, pid, started, ended, exit_code, class, delay_ms
+			FROM attempts WHERE key = $1 ORDER BY id`, key)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				a     Attempt
+				ended pgtype.Timestamptz
+				code  pgtype.Int4
+				class pgtype.Text
+				delay pgtype.Int8
+			)
+			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &a.Started, &ended, &code, &class, &delay); err != nil {
+				return err
+			}
+			a.Ended = pgTime(ended)
+			a.ExitCode, a.HasExit = int(code.Int32), code.Valid
+			a.Class = class.String
+			a.Delay = time.Duration(delay.Int64) * time.Millisecond
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
