@@ -206,10 +206,86 @@ type Ledger interface {
 	Get(ctx context.Context, key string) (*Record, error)
 	// History returns a record's attempts, oldest first.
 	History(ctx context.Context, key string) ([]Attempt, error)
+	// List returns records without their outputs, newest outcome first
+	// (an in_progress record counts from its creation). Expired records
+	// are included: Record.Expired tells them apart.
+	List(ctx context.Context, f ListFilter) ([]*Record, error)
+	// Purge removes the records req selects, with their attempt history,
+	// in chunks of short write transactions. Live in_progress records are
+	// kept unless req.Force. A selector that selects nothing returns
+	// ErrEmptySelector.
+	Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error)
+	// Vacuum compacts the store and returns its size before and after.
+	Vacuum(ctx context.Context) (*VacuumResult, error)
 	// Describe names the ledger for people (a path, or a DSN without secrets).
 	Describe() string
 	Close() error
 }
+
+// ListFilter selects records for List. Zero fields do not filter.
+type ListFilter struct {
+	Statuses []Status // any of these
+	Prefix   string   // keys that start with Prefix
+	// Since keeps records whose outcome (creation while in progress) is at
+	// or after it.
+	Since time.Time
+	Limit int // at most this many; 0: no limit
+}
+
+// Selector chooses records for Purge: those that match every condition it
+// sets. All must be set to select every record; a Selector that sets
+// nothing selects nothing.
+type Selector struct {
+	Keys     []string
+	Statuses []Status
+	Prefix   string
+	// OlderThan keeps records whose outcome (creation while in progress) is
+	// more than OlderThan before the ledger's now; 0: any age.
+	OlderThan time.Duration
+	Expired   bool // only records past their TTL
+	All       bool
+}
+
+// Empty reports whether s selects nothing.
+func (s Selector) Empty() bool {
+	return !s.All && len(s.Keys) == 0 && len(s.Statuses) == 0 && s.Prefix == "" && s.OlderThan <= 0 && !s.Expired
+}
+
+// DefaultPurgeChunk is how many records Purge removes per transaction.
+const DefaultPurgeChunk = 5000
+
+// PurgeRequest asks Purge to remove the records Selector chooses. Records
+// reserved after the purge began are left alone.
+type PurgeRequest struct {
+	Selector
+	// Force also removes live in_progress records (lease not expired); their
+	// owners lose the lease.
+	Force  bool
+	DryRun bool // remove nothing; report what would go
+	Chunk  int  // records per write transaction; 0: DefaultPurgeChunk
+}
+
+// PurgeResult says what Purge did.
+type PurgeResult struct {
+	// Removed counts the records removed (with DryRun: that would be).
+	Removed int
+	// Keys lists, with DryRun only, the keys that would be removed, in key
+	// order.
+	Keys []string
+	// Live lists the live in_progress records the selector matched: kept
+	// without Force, removed (and counted in Removed) with it.
+	Live []*Record
+	// Missing lists the Selector.Keys that have no record.
+	Missing []string
+}
+
+// VacuumResult gives the store's size in bytes around a Vacuum.
+type VacuumResult struct {
+	Before, After int64
+}
+
+// ErrEmptySelector is returned by Purge for a Selector that sets nothing.
+var ErrEmptySelector = errors.New("purge selector selects nothing: name keys, set a condition or All")
 
 // Errors of the ledger contract.
 var (

@@ -1,0 +1,368 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// outcomeMS is a record's outcome time (creation while in progress), the
+// expression the records_outcome index is built on.
+const outcomeMS = `coalesce(finished_ms, created_ms)`
+
+// Purge yields the write lock between chunks for about as long as the chunk
+// held it, within these bounds, so that a concurrent run's busy handler
+// (which polls the lock every 1-100 ms) finds it free.
+const (
+	minPurgePause = 5 * time.Millisecond
+	maxPurgePause = 100 * time.Millisecond
+)
+
+// List implements Ledger.
+func (s *SQLite) List(ctx context.Context, f ListFilter) ([]*Record, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if len(f.Statuses) > 0 {
+		c, a, err := statusIn(f.Statuses)
+		if err != nil {
+			return nil, err
+		}
+		where, args = append(where, c), append(args, a...)
+	}
+	if f.Prefix != "" {
+		where, args = append(where, `key GLOB ?`), append(args, globPrefix(f.Prefix))
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, outcomeMS+` >= ?`), append(args, f.Since.UnixMilli())
+	}
+	q := `SELECT ` + recordColumns + ` FROM records`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	// rowid breaks ties in the index's own order, so no sort is needed.
+	q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	defer rows.Close()
+	var out []*Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.wrap("list", err)
+		}
+		out = append(out, r)
+	}
+	return out, s.wrap("list", rows.Err())
+}
+
+// statusIn returns `status IN (?, ...)` for valid statuses.
+func statusIn(statuses []Status) (string, []any, error) {
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		if !st.Valid() {
+			return "", nil, fmt.Errorf("invalid status %q", st)
+		}
+		args[i] = string(st)
+	}
+	return `status IN (?` + strings.Repeat(`, ?`, len(statuses)-1) + `)`, args, nil
+}
+
+// globPrefix returns a GLOB pattern matching strings that start with p. The
+// GLOB metacharacters in p are bracketed; SQLite turns a literal GLOB prefix
+// into a range scan of the key index.
+func globPrefix(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		switch c {
+		case '*', '?', '[':
+			b.WriteByte('[')
+			b.WriteRune(c)
+			b.WriteByte(']')
+		default:
+			b.WriteRune(c)
+		}
+	}
+	b.WriteByte('*')
+	return b.String()
+}
+
+// selectorWhere turns sel into SQL conditions on records, evaluated at
+// nowMS. Records reserved after nowMS (by runs that started after the purge
+// did) never match.
+func selectorWhere(sel Selector, nowMS int64) (string, []any, error) {
+	where := []string{`started_ms <= ?`}
+	args := []any{nowMS}
+	if len(sel.Keys) > 0 {
+		keys, err := json.Marshal(sel.Keys)
+		if err != nil {
+			return "", nil, err
+		}
+		where, args = append(where, `key IN (SELECT value FROM json_each(?))`), append(args, string(keys))
+	}
+	if len(sel.Statuses) > 0 {
+		c, a, err := statusIn(sel.Statuses)
+		if err != nil {
+			return "", nil, err
+		}
+		where, args = append(where, c), append(args, a...)
+	}
+	if sel.Prefix != "" {
+		where, args = append(where, `key GLOB ?`), append(args, globPrefix(sel.Prefix))
+	}
+	if sel.OlderThan > 0 {
+		where, args = append(where, outcomeMS+` < ?`), append(args, nowMS-sel.OlderThan.Milliseconds())
+	}
+	if sel.Expired {
+		where, args = append(where, `expires_ms <= ?`), append(args, nowMS)
+	}
+	return strings.Join(where, ` AND `), args, nil
+}
+
+// liveSQL is true for an in_progress record whose lease has not expired at
+// the (single) parameter.
+const liveSQL = `(status = 'in_progress' AND lease_expires_ms > ?)`
+
+// Purge implements Ledger. Candidates are read a page at a time outside any
+// write transaction; each page is then deleted in one short BEGIN IMMEDIATE
+// transaction that checks the selector again, so a record that changed in
+// between is judged by its new state. Between pages Purge lets go of the
+// write lock for a moment, so a concurrent run waits at most about one
+// chunk's transaction.
+func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error) {
+	if req.Selector.Empty() {
+		return nil, ErrEmptySelector
+	}
+	chunk := req.Chunk
+	if chunk <= 0 {
+		chunk = DefaultPurgeChunk
+	}
+	nowMS := s.Now().UnixMilli()
+	cond, condArgs, err := selectorWhere(req.Selector, nowMS)
+	if err != nil {
+		return nil, err
+	}
+	res := &PurgeResult{}
+	if res.Missing, err = s.missing(ctx, req.Keys); err != nil {
+		return nil, s.wrap("purge", err)
+	}
+	page := `SELECT key, ` + liveSQL + ` FROM records WHERE key > ? AND ` + cond + ` ORDER BY key LIMIT ?`
+	cursor := ""
+	for {
+		args := append(append([]any{nowMS, cursor}, condArgs...), chunk)
+		keys, live, err := s.page(ctx, page, args)
+		if err != nil {
+			return nil, s.wrap("purge", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		cursor = keys[len(keys)-1]
+		del := keys
+		if len(live) > 0 {
+			del = make([]string, 0, len(keys))
+			for _, k := range keys {
+				if _, ok := live[k]; !ok || req.Force {
+					del = append(del, k)
+				}
+			}
+			for _, k := range keys {
+				if _, ok := live[k]; !ok {
+					continue
+				}
+				r, err := getRecord(ctx, s.conn, k, false)
+				if err != nil {
+					if errors.Is(err, ErrNotFound) {
+						continue // gone meanwhile
+					}
+					return nil, s.wrap("purge", err)
+				}
+				res.Live = append(res.Live, r)
+			}
+		}
+		if req.DryRun {
+			res.Keys = append(res.Keys, del...)
+			res.Removed += len(del)
+		} else if len(del) > 0 {
+			began := time.Now()
+			n, err := s.deleteChunk(ctx, del, cond, condArgs, req.Force, nowMS)
+			if err != nil {
+				return res, err
+			}
+			res.Removed += n
+			if len(keys) == chunk {
+				if err := yield(ctx, time.Since(began)); err != nil {
+					return res, err
+				}
+			}
+		}
+		if len(keys) < chunk {
+			break
+		}
+	}
+	return res, nil
+}
+
+// missing returns the keys that have no record, in the order given.
+func (s *SQLite) missing(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	j, err := json.Marshal(keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.QueryContext(ctx, `SELECT j.value FROM json_each(?) j
+		WHERE j.value NOT IN (SELECT r.key FROM records r) GROUP BY j.value ORDER BY min(j.key)`, string(j))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// page reads one page of purge candidates: their keys in order, and which
+// of them are live.
+func (s *SQLite) page(ctx context.Context, q string, args []any) ([]string, map[string]struct{}, error) {
+	rows, err := s.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		keys []string
+		live map[string]struct{}
+	)
+	for rows.Next() {
+		var (
+			k      string
+			isLive bool
+		)
+		if err := rows.Scan(&k, &isLive); err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, k)
+		if isLive {
+			if live == nil {
+				live = make(map[string]struct{})
+			}
+			live[k] = struct{}{}
+		}
+	}
+	return keys, live, rows.Err()
+}
+
+// deleteChunk removes the records among keys that still match cond (and,
+// without force, are not live), with their attempts, in one transaction.
+func (s *SQLite) deleteChunk(ctx context.Context, keys []string, cond string, condArgs []any, force bool, nowMS int64) (int, error) {
+	j, err := json.Marshal(keys)
+	if err != nil {
+		return 0, err
+	}
+	q := `DELETE FROM records WHERE key IN (SELECT value FROM json_each(?)) AND ` + cond
+	args := append([]any{string(j)}, condArgs...)
+	if !force {
+		q += ` AND NOT ` + liveSQL
+		args = append(args, nowMS)
+	}
+	q += ` RETURNING key`
+	var n int
+	err = s.write(ctx, "purge", func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		gone := make([]string, 0, len(keys))
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			gone = append(gone, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		g, err := json.Marshal(gone)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key IN (SELECT value FROM json_each(?))`, string(g)); err != nil {
+			return err
+		}
+		n = len(gone)
+		return nil
+	})
+	return n, err
+}
+
+// yield waits about as long as the last chunk held the write lock.
+func yield(ctx context.Context, held time.Duration) error {
+	t := time.NewTimer(min(max(held, minPurgePause), maxPurgePause))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Vacuum implements Ledger: VACUUM, then a truncating checkpoint so the
+// WAL gives its space back too. It holds the write lock while it runs.
+func (s *SQLite) Vacuum(ctx context.Context) (*VacuumResult, error) {
+	size := func() (int64, error) {
+		var n int64
+		err := s.conn.QueryRowContext(ctx,
+			`SELECT c.page_count * z.page_size FROM pragma_page_count() c, pragma_page_size() z`).Scan(&n)
+		return n, err
+	}
+	var (
+		r   VacuumResult
+		err error
+	)
+	if r.Before, err = size(); err != nil {
+		return nil, s.wrap("compact", err)
+	}
+	for try := 0; try < busyRetries; try++ {
+		_, err = s.conn.ExecContext(ctx, `VACUUM`)
+		if !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, s.wrap("compact", err)
+	}
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return nil, s.wrap("compact", err)
+	}
+	if r.After, err = size(); err != nil {
+		return nil, s.wrap("compact", err)
+	}
+	return &r, nil
+}
