@@ -1,0 +1,5 @@
+package ledger
+
+// OpenPostgresSchema opens a PostgreSQL ledger in a schema of the test's
+// choosing, so that each test gets a fresh, empty ledger.
+var OpenPostgresSchema = openPostgres

@@ -1,0 +1,359 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
+)
+
+// pgDSN returns the DSN of the test database, or skips the test. The role
+// needs CREATE on that database: every test gets a schema of its own.
+func pgDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("IDEM_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("PostgreSQL tests skipped: IDEM_TEST_POSTGRES is not set " +
+			"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATE on that database; see README)")
+	}
+	return dsn
+}
+
+// pgAdmin connects to the test database outside any ledger.
+func pgAdmin(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, pgDSN(t))
+	if err != nil {
+		t.Fatalf("connect to IDEM_TEST_POSTGRES: %v", err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	return c
+}
+
+// freshSchema returns the name of a schema no test has used; it is dropped
+// when t ends.
+func freshSchema(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "idem_test_" + hex.EncodeToString(b)
+	admin := pgAdmin(t)
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func openPG(t testing.TB, dsn, schema string) *ledger.Postgres {
+	t.Helper()
+	l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	if err != nil {
+		t.Fatalf("open PostgreSQL ledger in schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func pgOpener(t *testing.T, now func() time.Time) ledger.Ledger {
+	l := openPG(t, pgDSN(t), freshSchema(t))
+	l.Now = now
+	return l
+}
+
+func TestPostgresConformance(t *testing.T) {
+	pgDSN(t)
+	ledgertest.Run(t, pgOpener)
+}
+
+func TestPostgresQueryConformance(t *testing.T) {
+	pgDSN(t)
+	ledgertest.RunQuery(t, pgOpener)
+}
+
+// Hosts that start at once create the schema exactly once.
+func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
+	dsn, schema := pgDSN(t), freshSchema(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+			if err == nil {
+				_, err = l.Reserve(context.Background(), ledger.ReserveRequest{Key: fmt.Sprintf("evt:open:%d", i),
+					Fingerprint: "fp", Command: []string{"true"}, MaxAttempts: 1, Lease: time.Minute})
+				l.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("opener %d: %v", i, err)
+		}
+	}
+	var versions, records int
+	admin := pgAdmin(t)
+	q := `SELECT (SELECT count(*) FROM %[1]s.meta), (SELECT count(*) FROM %[1]s.records)`
+	if err := admin.QueryRow(context.Background(), fmt.Sprintf(q, pgx.Identifier{schema}.Sanitize())).Scan(&versions, &records); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 || records != n {
+		t.Errorf("meta rows %d, records %d; want 1 and %d", versions, records, n)
+	}
+}
+
+func TestPostgresRefusesNewerSchema(t *testing.T) {
+	dsn, schema := pgDSN(t), freshSchema(t)
+	openPG(t, dsn, schema).Close()
+	admin := pgAdmin(t)
+	if _, err := admin.Exec(context.Background(), `UPDATE `+pgx.Identifier{schema, "meta"}.Sanitize()+` SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	var se *ledger.StoreError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "newer idem (schema v99; this idem knows v1)") ||
+		!strings.Contains(se.Hint, "upgrade idem") {
+		t.Fatalf("open of a v99 ledger: %v (hint %q); want a StoreError naming the newer version", err, hintOf(err))
+	}
+	var version int
+	if err := admin.QueryRow(context.Background(), `SELECT version FROM `+pgx.Identifier{schema, "meta"}.Sanitize()).Scan(&version); err != nil || version != 99 {
+		t.Errorf("after the refusal: version %d, %v; want 99 untouched", version, err)
+	}
+}
+
+func TestPostgresRefusesForeignSchema(t *testing.T) {
+	dsn, schema := pgDSN(t), freshSchema(t)
+	admin := pgAdmin(t)
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.invoices (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	if err == nil || !strings.Contains(err.Error(), "not an idem ledger") {
+		t.Fatalf("open of a schema holding other tables: %v; want a refusal", err)
+	}
+	var tables int
+	if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema).Scan(&tables); err != nil || tables != 1 {
+		t.Errorf("the foreign schema now has %d tables (%v); want it untouched", tables, err)
+	}
+}
+
+func hintOf(err error) string {
+	var se *ledger.StoreError
+	if errors.As(err, &se) {
+		return se.Hint
+	}
+	return ""
+}
+
+// A server that cannot be reached is a StoreError naming the host, and
+// never the password, whichever way the password came. Runs without a
+// server: nothing listens on the port it picks.
+func TestPostgresUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // now nothing listens there
+	const secret = "s3cret-Pa55"
+	for _, dsn := range []string{
+		"postgres://idem:" + secret + "@" + addr + "/ledger?sslmode=disable",
+		"postgresql://idem@" + addr + "/ledger?sslmode=disable&password=" + secret,
+	} {
+		l, err := ledger.OpenPostgres(context.Background(), dsn)
+		if err == nil {
+			l.Close()
+			t.Fatalf("open %s succeeded with nothing listening", addr)
+		}
+		var se *ledger.StoreError
+		if !errors.As(err, &se) {
+			t.Fatalf("error %T %v, want *StoreError", err, err)
+		}
+		msg := err.Error() + " " + se.Hint
+		if !strings.Contains(msg, addr) || strings.Contains(msg, secret) || !strings.Contains(msg, "connection refused") {
+			t.Errorf("message %q: want the address %s and the cause, without the password", msg, addr)
+		}
+	}
+}
+
+func TestPostgresBadDSN(t *testing.T) {
+	const secret = "s3cret-Pa55"
+	_, err := ledger.OpenPostgres(context.Background(), "postgres://idem:"+secret+"@db.invalid:port/ledger")
+	var se *ledger.StoreError
+	if !errors.As(err, &se) || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "invalid PostgreSQL DSN") {
+		t.Fatalf("open with a bad port: %v; want an invalid-DSN StoreError without the password", err)
+	}
+}
+
+func TestPostgresWrongPassword(t *testing.T) {
+	u, err := url.Parse(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "wrong-Pa55word"
+	u.User = url.UserPassword(u.User.Username(), secret)
+	_, err = ledger.OpenPostgres(context.Background(), u.String())
+	var se *ledger.StoreError
+	if !errors.As(err, &se) || strings.Contains(err.Error()+se.Hint, secret) ||
+		!strings.Contains(err.Error(), u.Host) || !strings.Contains(se.Hint, "password") {
+		t.Fatalf("open with a wrong password: %v (hint %q); want the host, a password hint, and no password", err, hintOf(err))
+	}
+}
+
+// The password may come from PGPASSWORD or a password file, as with libpq;
+// Describe never shows it.
+func TestPostgresPasswordSources(t *testing.T) {
+	u, err := url.Parse(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		t.Skip("IDEM_TEST_POSTGRES holds no password to move elsewhere")
+	}
+	schema := freshSchema(t)
+	bare := *u
+	bare.User = url.User(u.User.Username())
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	passfile := filepath.Join(t.TempDir(), "pgpass")
+	line := fmt.Sprintf("%s:%s:%s:%s:%s\n", host, port, strings.TrimPrefix(u.Path, "/"), u.User.Username(), password)
+	if err := os.WriteFile(passfile, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"PGPASSWORD", map[string]string{"PGPASSWORD": password, "PGPASSFILE": filepath.Join(t.TempDir(), "none")}},
+		{"PGPASSFILE", map[string]string{"PGPASSWORD": "", "PGPASSFILE": passfile}},
+	} {
+		t.Run(src.name, func(t *testing.T) {
+			for k, v := range src.env {
+				t.Setenv(k, v)
+			}
+			if src.env["PGPASSWORD"] == "" {
+				os.Unsetenv("PGPASSWORD")
+			}
+			l := openPG(t, bare.String(), schema)
+			if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, host) {
+				t.Errorf("Describe() = %q", d)
+			}
+		})
+	}
+	// And from the DSN itself, never shown.
+	l := openPG(t, u.String(), schema)
+	if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, "//"+u.User.Username()+"@"+u.Host) {
+		t.Errorf("Describe() = %q, want the DSN without its password", d)
+	}
+}
+
+// Without an injected clock, leases, outcomes and TTLs come from the
+// server's clock, not this host's.
+func TestPostgresServerClock(t *testing.T) {
+	l := openPG(t, pgDSN(t), freshSchema(t))
+	admin := pgAdmin(t)
+	serverNow := func() time.Time {
+		var now time.Time
+		if err := admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	ctx := context.Background()
+	before := serverNow()
+	res, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:server-clock", Fingerprint: "fp", Command: []string{"true"},
+		MaxAttempts: 1, Owner: ledger.Owner{Host: "h", PID: 1}, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx, ledger.FinishRequest{Key: "evt:server-clock", Token: res.Token, AttemptID: res.AttemptID,
+		Status: ledger.StatusSucceeded, ExitSource: "child", Class: ledger.ClassSuccess, TTL: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	after := serverNow()
+	rec, err := l.Get(ctx, "evt:server-clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, got, lo, hi time.Time) {
+		if got.Before(lo) || got.After(hi) {
+			t.Errorf("%s = %v, want within the server's [%v, %v]", what, got, lo, hi)
+		}
+	}
+	within("Created", rec.Created, before, after)
+	within("Finished", rec.Finished, rec.Created, after)
+	within("Expires", rec.Expires, rec.Finished.Add(24*time.Hour), rec.Finished.Add(24*time.Hour))
+}
+
+// Separate connections (as separate hosts have) race for one key:
+// exactly one wins, the rest see it busy.
+func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
+	dsn, schema := pgDSN(t), freshSchema(t)
+	openPG(t, dsn, schema)
+	const n = 32
+	ledgers := make([]*ledger.Postgres, n)
+	for i := range ledgers {
+		ledgers[i] = openPG(t, dsn, schema)
+	}
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		outcomes = make([]ledger.Outcome, n)
+		errs     = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := ledgers[i].Reserve(context.Background(), ledger.ReserveRequest{Key: "evt:race", Fingerprint: "fp",
+				Command: []string{"deploy"}, MaxAttempts: 3, Lease: time.Minute,
+				Owner: ledger.Owner{Host: fmt.Sprintf("host-%02d", i), BootID: fmt.Sprintf("boot-%02d", i), PID: 100 + i}})
+			errs[i] = err
+			if err == nil {
+				outcomes[i] = res.Outcome
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i := range n {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("ledger %d: %v", i, errs[i])
+		case outcomes[i] == ledger.Reserved:
+			won++
+		case outcomes[i] != ledger.Busy:
+			t.Errorf("ledger %d: outcome %d, want Reserved or Busy", i, outcomes[i])
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d of %d reservations won, want exactly 1", won, n)
+	}
+}
