@@ -159,7 +159,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	})
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
+	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or postgres://USER@HOST:PORT/DATABASE for a shared one (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	root.AddCommand(newRunCmd(a))
 	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
@@ -202,6 +202,13 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	path, err := a.ledgerPath()
 	if err != nil {
 		return nil, err
+	}
+	if ledger.IsPostgresDSN(path) {
+		return ledger.OpenPostgres(ctx, path)
+	}
+	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
+		return nil, usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
+			"unsupported ledger URL scheme %q", scheme)
 	}
 	l, err := ledger.OpenSQLite(ctx, path)
 	if err != nil {

@@ -208,7 +208,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	defer signal.Stop(pipes)
 
 	r := &runner.Runner{
-		Ledger: l, Host: runner.LocalHost(), Clock: runner.SystemClock{},
+		Ledger: l, Host: a.localHost(), Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
 	}
 	ro := runner.Options{
