@@ -30,6 +30,7 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read ledgers behind idem's back
 
+	"github.com/idemhq/idem/cmd"
 	"github.com/idemhq/idem/internal/ledger"
 )
 
@@ -652,4 +653,128 @@ func listfds() {
 		}
 		fmt.Println(e.Name(), target)
 	}
+}
+
+// TestHostileInput: keys, paths and payloads an attacker or a broken script
+// could pass. Rejected input exits 64 with one line (the input quoted, never
+// echoed raw or whole) and writes nothing; accepted input is stored under
+// exactly the bytes given.
+func TestHostileInput(t *testing.T) {
+	s := newStats(t)
+	idem := idemBin(t)
+
+	t.Run("keys", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "state", "ledger.db")
+		marks := filepath.Join(dir, "marks")
+		keys := []string{
+			"evt:1\nidem: error: forged", "evt:1\r\x1b[31mred", "tab\tinside:1", "evt:del\x7f1",
+			"evt:\u202egnp.exe", "ｅｖｔ：ｆｕｌｌｗｉｄｔｈ", "evt:1' OR '1'='1", "evt:1; DROP TABLE records",
+			strings.Repeat("k", 131071), // the longest string Linux passes in argv
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		alphabet := []byte("abcXYZ019:_-.'\"; \\%?#&=/\n\t\x01\x7f\xc3\xa9\xff")
+		n := 40
+		if longRun() {
+			n = 2000
+		}
+		for range n {
+			k := make([]byte, 1+rng.IntN(140))
+			for i := range k {
+				k[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			keys = append(keys, string(k))
+		}
+		for _, k := range keys {
+			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", k}, markCmd(marks)...)...)
+			s.add(0, 0, 1)
+			valid := len(k) >= 8 && len(k) <= 128 && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_-.") == ""
+			if !valid {
+				if p.code != 64 {
+					s.violate(t, "key %q: exit %d, want 64\n%v", k, p.code, p)
+				}
+				errorLines(t, s, p)
+				if len(p.stderr) > 600 {
+					s.violate(t, "key of %d bytes: %d bytes of stderr", len(k), len(p.stderr))
+				}
+				continue
+			}
+			if p.code != 0 {
+				s.violate(t, "valid key %q: %v", k, p)
+				continue
+			}
+			if st, _ := keyState(t, path, k); st != "succeeded" {
+				s.violate(t, "valid key %q recorded as %s", k, st)
+			}
+		}
+		// Only valid keys ran (each once), and nothing else touched the ledger.
+		valid := 0
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if len(k) >= 8 && len(k) <= 128 && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_-.") == "" && !seen[k] {
+				valid++
+				seen[k] = true
+			}
+		}
+		if got := lines(t, marks); got != valid {
+			s.violate(t, "the command ran %d times for %d distinct valid keys", got, valid)
+		}
+	})
+
+	t.Run("nul_through_the_go_api", func(t *testing.T) {
+		// argv cannot carry NUL; cmd.Main can.
+		dir := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := cmdMain([]string{"--ledger", filepath.Join(dir, "l.db"), "run", "--key", "evt:\x00:nul", "--", "/bin/true"}, &stdout, &stderr)
+		s.add(0, 0, 1)
+		if code != 64 || !strings.HasPrefix(stderr.String(), `idem: error: invalid key "evt:\x00:nul"`) {
+			s.violate(t, "NUL key: exit %d, stderr %q", code, stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "l.db")); !errors.Is(err, os.ErrNotExist) {
+			s.violate(t, "a ledger was created for a rejected key")
+		}
+	})
+
+	t.Run("payload_files", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "state", "ledger.db")
+		marks := filepath.Join(dir, "marks")
+		huge := filepath.Join(dir, "huge.json")
+		if err := os.WriteFile(huge, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(huge, 64<<20+1); err != nil { // sparse: cheap
+			t.Fatal(err)
+		}
+		p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:huge", "--payload-file", huge}, markCmd(marks)...)...)
+		s.add(0, 0, 1)
+		if p.code != 64 || !strings.Contains(p.stderr, "is larger than 64MiB") {
+			s.violate(t, "payload of 64MiB+1: %v", p)
+		}
+		for _, f := range []string{"/dev/zero", "/dev/urandom"} {
+			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:endless", "--payload-file", f}, markCmd(marks)...)...)
+			s.add(0, 0, 1)
+			if p.code != 64 {
+				s.violate(t, "endless payload %s: %v", f, p)
+			}
+		}
+		if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, os.ErrNotExist) {
+			s.violate(t, "a rejected payload created the ledger's directory")
+		}
+		if err := os.Truncate(huge, 64<<20); err != nil {
+			t.Fatal(err)
+		}
+		p = start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:limit", "--payload-file", huge}, markCmd(marks)...)...)
+		s.add(0, 0, 1)
+		if p.code != 0 {
+			s.violate(t, "payload of exactly 64MiB: %v", p)
+		}
+		if n := lines(t, marks); n != 1 {
+			s.violate(t, "the command ran %d times, want 1", n)
+		}
+	})
+}
+
+func cmdMain(args []string, stdout, stderr io.Writer) int {
+	return cmd.Main(context.Background(), args, stdout, stderr)
 }

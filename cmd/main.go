@@ -254,6 +254,7 @@ func newUI(a *app) *ui {
 }
 
 func (u *ui) errorLine(msg, hint string) {
+	u.startLine()
 	fmt.Fprintf(u.w, "idem: %s %s\n", u.errTag.Sprint("error:"), oneLine(msg))
 	if hint != "" {
 		fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(hint))
@@ -265,6 +266,7 @@ func (u *ui) noticef(format string, args ...any) {
 	if u.quiet {
 		return
 	}
+	u.startLine()
 	fmt.Fprintf(u.w, "idem: %s\n", oneLine(fmt.Sprintf(format, args...)))
 }
 
@@ -273,6 +275,7 @@ func (u *ui) warnf(format string, args ...any) {
 	if u.quiet {
 		return
 	}
+	u.startLine()
 	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("warning:"), oneLine(fmt.Sprintf(format, args...)))
 }
 

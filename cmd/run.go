@@ -159,6 +159,8 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	}
 	u := a.ui
 	u.quiet = o.quiet
+	stderr := &lineWriter{w: a.stderr}
+	u.w = stderr
 	in := fingerprint.Input{Argv: o.argv}
 	switch {
 	case o.payloadSet:
@@ -215,7 +217,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		Key: o.key, Argv: o.argv, Fingerprint: fp, MaxAttempts: o.maxAttempts, RerunFailed: o.rerunFailed,
 		Success: o.success, Transient: o.transient, Backoff: o.policy, Lease: o.lease, KillGrace: o.killGrace,
 		Timeout: o.timeout, Deadline: o.deadline, TTL: o.ttl, MaxOutput: o.maxOutput, NoOutput: o.noOutput,
-		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: a.stderr,
+		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: stderr,
 	}
 	if o.stdoutMode == "final" {
 		ro.StdoutMode = runner.StdoutFinal
@@ -234,7 +236,7 @@ func render(a *app, u *ui, res *runner.Result) int {
 	if res.Replayed {
 		rec := res.Record
 		a.stdout.Write(rec.Stdout)
-		a.stderr.Write(rec.Stderr)
+		u.w.Write(rec.Stderr)
 		when := rec.Finished
 		u.noticef("replayed %s: %s %s (%s ago), exit %d%s", rec.Key, rec.Status, when.UTC().Format(time.RFC3339),
 			age(time.Since(when)), rec.ExitCode, outputNote(rec))

@@ -39,6 +39,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	if err != nil {
 		return nil, err
 	}
+	testOnlyCrash("after-child-start")
 	exited := make(chan int, 1)
 	go func() { exited <- c.wait() }()
 
@@ -46,6 +47,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	if err := r.Ledger.SetChild(ctx, o.Key, inv.token, c.pgid, start); err != nil {
 		return nil, inv.abort(c, exited, err)
 	}
+	testOnlyCrash("after-set-child")
 
 	var (
 		stopAt   <-chan time.Time // timeout or deadline

@@ -124,6 +124,7 @@ func (e *LeaseLapsedError) Unwrap() error { return e.Err }
 // was stopped, nothing written), *LeaseLapsedError, *ledger.StoreError.
 func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	started := r.Clock.Now()
+	testOnlyCrash("before-reserve")
 	resv, err := r.Ledger.Reserve(ctx, ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
@@ -131,6 +132,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	testOnlyCrash("after-reserve")
 	if resv.Abandoned != nil {
 		r.stopGroup(ctx, *resv.Abandoned, o.KillGrace)
 	}
@@ -205,6 +207,7 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			return nil, err
 		}
 		first = false
+		testOnlyCrash("after-child-exit")
 		inv.res.Ran++
 		inv.res.ExitCode = end.code
 		budgetLeft := inv.n < o.MaxAttempts
@@ -223,6 +226,7 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		if err := r.Ledger.EndAttempt(ctx, o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
 			return nil, err
 		}
+		testOnlyCrash("after-end-attempt")
 		if end.held != nil {
 			end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
 		}
@@ -302,6 +306,7 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 		}
 		return nil, err
 	}
+	testOnlyCrash("after-finish")
 	if end.held != nil {
 		end.held.emit(inv.o.Stdout)
 	}
@@ -326,6 +331,7 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 		req.ExitSource = "idem"
 	}
 	// The outcome must be written even when idem is being stopped.
+	testOnlyCrash("before-finish")
 	return inv.r.Ledger.Finish(context.WithoutCancel(ctx), req)
 }
 
