@@ -39,6 +39,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testscripts",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Condition:           pgScriptCondition, // [postgres]: IDEM_TEST_POSTGRES is set (postgres_fleet_test.go)
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("IDEM_LEDGER", filepath.Join(env.WorkDir, "state", "ledger.db"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
@@ -49,6 +50,8 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
 			"filemode": cmdFilemode,
+			// a fresh PostgreSQL ledger (postgres_fleet_test.go)
+			"pgledger": cmdPGLedger,
 		},
 	})
 }

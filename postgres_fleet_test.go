@@ -1,0 +1,347 @@
+package main
+
+// The shared PostgreSQL ledger with real idem processes (this test binary,
+// as testscript.Main registers it) that claim to run on different hosts
+// through the test-only IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
+// run when IDEM_TEST_POSTGRES holds a DSN (see README); each test gets a
+// database of its own, dropped afterwards.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// pgTestDSN returns IDEM_TEST_POSTGRES or skips.
+func pgTestDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("IDEM_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("PostgreSQL tests skipped: IDEM_TEST_POSTGRES is not set " +
+			"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATEDB; see README)")
+	}
+	return dsn
+}
+
+// pgNewDatabase creates an empty database for one test and returns its DSN
+// and a connection to it; deferFn registers the drop.
+func pgNewDatabase(base string, deferFn func(func())) (string, *pgx.Conn, error) {
+	ctx := context.Background()
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("IDEM_TEST_POSTGRES: %v", err)
+	}
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to IDEM_TEST_POSTGRES: %v", err)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "idem_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		admin.Close(ctx)
+		return "", nil, fmt.Errorf("create database %s (the role needs CREATEDB): %v", name, err)
+	}
+	u.Path = "/" + name
+	dsn := u.String()
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		admin.Close(ctx)
+		return "", nil, err
+	}
+	deferFn(func() {
+		db.Close(ctx)
+		admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+		admin.Close(ctx)
+	})
+	return dsn, db, nil
+}
+
+func pgDatabase(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	dsn, db, err := pgNewDatabase(pgTestDSN(t), t.Cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db
+}
+
+// pgScriptCondition answers [postgres] in scripts.
+func pgScriptCondition(cond string) (bool, error) {
+	if cond == "postgres" {
+		return os.Getenv("IDEM_TEST_POSTGRES") != "", nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
+}
+
+// cmdPGLedger (pgledger) points the script's IDEM_LEDGER at a new, empty
+// PostgreSQL database, dropped when the script ends, and sets PGSECRET to
+// the password it connects with (for "! stderr $PGSECRET").
+func cmdPGLedger(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: pgledger")
+	}
+	base := os.Getenv("IDEM_TEST_POSTGRES")
+	if base == "" {
+		ts.Fatalf("pgledger: IDEM_TEST_POSTGRES is not set (guard the script with [!postgres] skip)")
+	}
+	dsn, _, err := pgNewDatabase(base, ts.Defer)
+	ts.Check(err)
+	ts.Setenv("IDEM_LEDGER", dsn)
+	u, _ := url.Parse(dsn)
+	secret, ok := u.User.Password()
+	if !ok || secret == "" {
+		secret = "no-password-in-IDEM_TEST_POSTGRES"
+	}
+	ts.Setenv("PGSECRET", secret)
+}
+
+// pgHostProc is one idem process that claims to run on host.
+type pgHostProc struct {
+	host           string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	code           int
+}
+
+// pgStartOnHost starts idem ARGS... as if on host (extra: more NAME=VALUE).
+func pgStartOnHost(t *testing.T, dsn, host, dir string, extra []string, args ...string) *pgHostProc {
+	t.Helper()
+	p := &pgHostProc{host: host}
+	p.cmd = exec.Command("idem", args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = append(append(os.Environ(), "IDEM_LEDGER="+dsn, "NO_COLOR=1",
+		"IDEM_TESTONLY_HOST="+host, "IDEM_TESTONLY_BOOT_ID=boot-"+host), extra...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start idem on %s: %v", host, err)
+	}
+	return p
+}
+
+func (p *pgHostProc) wait(t *testing.T) int {
+	t.Helper()
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		p.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("idem on %s: %v", p.host, err)
+	}
+	return p.code
+}
+
+func pgRunOnHost(t *testing.T, dsn, host, dir string, args ...string) *pgHostProc {
+	t.Helper()
+	p := pgStartOnHost(t, dsn, host, dir, nil, args...)
+	p.wait(t)
+	return p
+}
+
+func pgLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+type pgAttempt struct {
+	n     int
+	host  string
+	class string
+}
+
+func pgHistory(t *testing.T, db *pgx.Conn, key string) []pgAttempt {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT n, host, coalesce(class, '') FROM idem.attempts WHERE key = $1 ORDER BY id`, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []pgAttempt
+	for rows.Next() {
+		var a pgAttempt
+		if err := rows.Scan(&a.n, &a.host, &a.class); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// 32 idem processes on 32 "hosts" start at once on one key: the command
+// runs exactly once; every other process replays it or reports it busy.
+func TestPostgresFleetOneExecution(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "executions")
+	const n = 32
+	const key = "deploy:fleet:42"
+	procs := make([]*pgHostProc, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// The same command everywhere: the child learns its host from
+			// the environment it inherits.
+			procs[i] = pgStartOnHost(t, dsn, fmt.Sprintf("host-%02d", i), dir, nil,
+				"run", "--key", key, "--", "sh", "-c", `appendto "$0" "$IDEM_KEY@$IDEM_TESTONLY_HOST" && sleeper 300ms`, out)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ran, replayed, busy := 0, 0, 0
+	runner := ""
+	for _, p := range procs {
+		switch code := p.wait(t); {
+		case code == 0 && strings.Contains(p.stderr.String(), "idem: replayed "+key+": succeeded"):
+			replayed++
+		case code == 0 && p.stderr.Len() == 0:
+			ran++
+			runner = p.host
+		case code == 75 && strings.Contains(p.stderr.String(), "is in progress on host-"):
+			busy++
+		default:
+			t.Errorf("idem on %s: exit %d, stderr %q", p.host, code, p.stderr.String())
+		}
+	}
+	got := pgLines(t, out)
+	if len(got) != 1 || ran != 1 || got[0] != key+"@"+runner {
+		t.Fatalf("executions %q, %d processes ran it (%s); want exactly one, by the one that ran", got, ran, runner)
+	}
+	if ran+replayed+busy != n {
+		t.Errorf("ran %d + replayed %d + busy %d != %d", ran, replayed, busy, n)
+	}
+	h := pgHistory(t, db, key)
+	if len(h) != 1 || h[0].host != runner || h[0].class != "success" {
+		t.Errorf("history %+v, want one successful attempt on %s", h, runner)
+	}
+	t.Logf("%d processes: 1 ran (%s), %d replayed, %d busy", n, runner, replayed, busy)
+}
+
+// pgLeaseLive reports whether key's lease is still live by the server's clock.
+func pgLeaseLive(t *testing.T, db *pgx.Conn, key string) bool {
+	t.Helper()
+	var live bool
+	err := db.QueryRow(context.Background(),
+		`SELECT coalesce(lease_expires > clock_timestamp(), false) FROM idem.records WHERE key = $1`, key).Scan(&live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
+}
+
+// pgJob is the command every run of the lease test's keys executes: it
+// appends HOST/ATTEMPT to FILE and, when HOLD names a ready file, sleeps a
+// minute (a holder, to be killed). Env is not part of the fingerprint, so
+// holders and takers run the same command.
+func pgJob(file string) []string {
+	return []string{"sh", "-c", `appendto "$0" "$IDEM_TESTONLY_HOST/$IDEM_ATTEMPT" >/dev/null && if [ -n "$HOLD" ]; then sleeper 60s "$HOLD"; fi`, file}
+}
+
+// pgKillHolder runs key's job on host, waits until its child sleeps, and
+// kills idem with SIGKILL (the child dies with it through Pdeathsig). The
+// key is left in progress under a dead owner.
+func pgKillHolder(t *testing.T, dsn, host, dir, key, file string) {
+	t.Helper()
+	ready := filepath.Join(dir, key+".ready")
+	p := pgStartOnHost(t, dsn, host, dir, []string{"HOLD=" + ready},
+		append([]string{"run", "--key", key, "--lease", "3s", "--"}, pgJob(file)...)...)
+	for range 1000 {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := os.Stat(ready); err != nil {
+		t.Fatalf("the holder's child never started: %s", p.stderr.String())
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+}
+
+// A dead owner on another host frees its key only when its lease expires:
+// its pid means nothing here. On the same host, the dead pid frees it at once.
+func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	dir := t.TempDir()
+	const tooSlow = "the killed holder's lease already expired; the machine is too slow for this test's 3s lease"
+	run := func(host, key, file string) *pgHostProc {
+		return pgRunOnHost(t, dsn, host, dir, append([]string{"run", "--key", key, "--"}, pgJob(file)...)...)
+	}
+
+	// Same host: the pid is checked, the dead owner's key is taken over now.
+	same := filepath.Join(dir, "same-host")
+	pgKillHolder(t, dsn, "host-a", dir, "job:same-host", same)
+	if !pgLeaseLive(t, db, "job:same-host") {
+		t.Fatal(tooSlow)
+	}
+	if p := run("host-a", "job:same-host", same); p.code != 0 {
+		t.Fatalf("same-host takeover: exit %d, stderr %q", p.code, p.stderr.String())
+	}
+	if got := pgLines(t, same); fmt.Sprint(got) != "[host-a/1 host-a/2]" {
+		t.Errorf("same-host executions %q, want the killed holder's and the taker's", got)
+	}
+
+	// Another host: busy while the lease lives, although the pid is dead.
+	other := filepath.Join(dir, "other-host")
+	pgKillHolder(t, dsn, "host-a", dir, "job:other-host", other)
+	if !pgLeaseLive(t, db, "job:other-host") {
+		t.Fatal(tooSlow)
+	}
+	p := run("host-b", "job:other-host", other)
+	if p.code != 75 || !strings.Contains(p.stderr.String(), `key "job:other-host" is in progress on host-a`) {
+		t.Fatalf("host-b while host-a's lease lives: exit %d, stderr %q; want 75, in progress on host-a", p.code, p.stderr.String())
+	}
+	if got := pgLines(t, other); fmt.Sprint(got) != "[host-a/1]" {
+		t.Fatalf("executions %q while the dead holder's lease lives, want only the holder's", got)
+	}
+	// Once the lease has expired by the server's clock, host-b takes over.
+	for range 200 {
+		if !pgLeaseLive(t, db, "job:other-host") {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if p := run("host-b", "job:other-host", other); p.code != 0 {
+		t.Fatalf("host-b after the lease expired: exit %d, stderr %q", p.code, p.stderr.String())
+	}
+	if got := pgLines(t, other); fmt.Sprint(got) != "[host-a/1 host-b/2]" {
+		t.Errorf("executions %q, want the killed holder's, then host-b's after the expiry", got)
+	}
+	for key, want := range map[string][]pgAttempt{
+		"job:same-host":  {{1, "host-a", "abandoned"}, {2, "host-a", "success"}},
+		"job:other-host": {{1, "host-a", "abandoned"}, {2, "host-b", "success"}},
+	} {
+		if h := pgHistory(t, db, key); fmt.Sprint(h) != fmt.Sprint(want) {
+			t.Errorf("%s history %+v, want %+v", key, h, want)
+		}
+	}
+}
