@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		"writebin": writebin,
 		"appendto": appendto,
 		"listfds":  listfds, // reliability_test.go
+		// operators' helpers (operators_test.go)
+		"seedrecord": seedrecord,
 	})
 }
 
@@ -50,6 +52,9 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
 			"filemode": cmdFilemode,
+			// operators' checks (operators_test.go)
+			"jsonfield": cmdJSONField,
+			"jsonkeys":  cmdJSONKeys,
 			// a fresh PostgreSQL ledger (postgres_fleet_test.go)
 			"pgledger": cmdPGLedger,
 		},

@@ -92,14 +92,20 @@ func (a *app) fail(err error) int {
 	if u == nil {
 		u = newUI(a)
 	}
+	code, msg, hint := explain(err)
+	u.errorLine(msg, hint)
+	return code
+}
+
+// explain maps err to idem's exit code, message and hint (--report uses
+// it too, so the report and the exit status agree).
+func explain(err error) (code int, msg, hint string) {
 	var (
-		code = ExitIO
-		msg  = err.Error()
-		hint string
-		ue   *usageError
-		ee   *exitError
-		se   *ledger.StoreError
+		ue *usageError
+		ee *exitError
+		se *ledger.StoreError
 	)
+	code, msg = ExitIO, err.Error()
 	switch {
 	case errors.As(err, &ee):
 		code, msg, hint = ee.code, ee.msg, ee.hint
@@ -110,8 +116,7 @@ func (a *app) fail(err error) int {
 	default:
 		code, hint = classify(err)
 	}
-	u.errorLine(msg, hint)
-	return code
+	return code, msg, hint
 }
 
 // classify maps errors that are not idem's own types (cobra's among them).
@@ -162,6 +167,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or postgres://USER@HOST:PORT/DATABASE for a shared one (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	root.AddCommand(newRunCmd(a))
+	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a))
 	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
 	return root
 }

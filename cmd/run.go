@@ -48,6 +48,8 @@ type runOptions struct {
 	quiet          bool
 	argv           []string
 	payloadSet     bool
+	report         string         // --report FILE
+	result         *runner.Result // what Run returned, for --report
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -83,7 +85,7 @@ build one from arbitrary parts with 'idem key'.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.argv = args
 			o.payloadSet = c.Flags().Changed("payload")
-			return runRun(c.Context(), a, o)
+			return withReport(a, o, func() error { return runRun(c.Context(), a, o) })
 		},
 	}
 	f := c.Flags()
@@ -113,6 +115,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewSize(&o.maxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
 	f.BoolVar(&o.noOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
+	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see README)")
 	return c
 }
 
@@ -223,6 +226,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		ro.StdoutMode = runner.StdoutFinal
 	}
 	res, err := r.Run(ctx, ro)
+	o.result = res
 	if err != nil {
 		return runError(err, o)
 	}

@@ -1,0 +1,45 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/key"
+)
+
+func newKeyCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "key PART...",
+		Short: "Build a valid key from arbitrary parts",
+		Long: `Print a valid idempotency key built from PARTs (branch names, event ids,
+file names, anything), for 'idem run --key'. It opens no ledger.
+
+The parts are joined with ':'. Inside a part, letters, digits and ':' '_'
+'-' '.' are kept and every other character becomes '_'. When that changed
+anything, when a part holds ':' or is empty, or when the result is shorter
+than 8 or longer than 128 characters, the key is the first 110 characters of
+the joined text followed by '::' and 16 hex digits of a SHA-256 over all the
+parts, length-prefixed. So:
+
+  - the same parts always give the same key, on every host and version;
+  - different parts give different keys ("a:b" as one part is not "a" "b");
+  - keys stay readable and at most 128 characters, whatever the input.
+
+Put '--' before parts that start with '-'.`,
+		Example: `  # a key per pipeline, branch and step
+  idem run --key "$(idem key deploy "$CI_PIPELINE_ID" "$BRANCH")" -- ./deploy.sh
+
+  # event ids with characters keys do not allow
+  idem key webhook 'evt/2026 12/#42'
+  webhook:evt_2026_12__42::47729443def5c046`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("idem key PART [PART...]", "no parts: give at least one PART")
+			}
+			_, err := fmt.Fprintln(a.stdout, key.Build(args...))
+			return err
+		},
+	}
+}

@@ -1,0 +1,194 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/flagval"
+	"github.com/idemhq/idem/internal/key"
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+type purgeOptions struct {
+	keys      []string
+	olderThan time.Duration
+	statuses  []string
+	prefix    string
+	expired   bool
+	all       bool
+	force     bool
+	dryRun    bool
+	vacuum    bool
+	olderSet  bool
+}
+
+func newPurgeCmd(a *app) *cobra.Command {
+	o := &purgeOptions{}
+	c := &cobra.Command{
+		Use:   "purge [KEY...] [--older-than D] [--status S] [--prefix P] [--expired] [--all]",
+		Short: "Remove records (and their history) from the ledger",
+		Long: `Remove the named keys, or the records that match every selector given.
+A removed key is absent: its next 'idem run' executes afresh.
+
+--older-than measures from a record's outcome (its creation while it is in
+progress), not from its replays; it accepts d (days) as well as h, m and s.
+--expired selects records past their --ttl.
+
+A live record in progress (its lease not expired) is never removed without
+--force: purge names it and exits 75. With --force, the run that holds it
+loses its lease: it stops its command at its next ledger write and records
+nothing.
+
+Records go in chunks of 5,000 per transaction, so a concurrent 'idem run'
+waits at most a moment. --vacuum compacts the ledger afterwards (it holds
+the ledger while it runs). Keys of removed records go to stdout with
+--dry-run only; counts and warnings go to stderr.`,
+		Example: `  # reset one key so that its next run executes again
+  idem purge deploy:prod:4f2a9c1
+
+  # see, then remove, what finished more than 30 days ago
+  idem purge --older-than 30d --dry-run
+  idem purge --older-than 30d --vacuum
+
+  # forget failures under a prefix, and records past their --ttl
+  idem purge --status failed --prefix nightly:
+  idem purge --expired`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			o.keys = args
+			o.olderSet = c.Flags().Changed("older-than")
+			return runPurge(c.Context(), a, o)
+		},
+	}
+	f := c.Flags()
+	f.SortFlags = false
+	f.Var(flagval.NewDuration(&o.olderThan, 0), "older-than", "records whose outcome is older than this (30d, 12h)")
+	f.StringSliceVar(&o.statuses, "status", nil, "records with these statuses: in_progress, succeeded, failed, retryable")
+	f.StringVar(&o.prefix, "prefix", "", "records whose key starts with PREFIX")
+	f.BoolVar(&o.expired, "expired", false, "records past their --ttl")
+	f.BoolVar(&o.all, "all", false, "every record")
+	f.BoolVar(&o.force, "force", false, "also remove live in-progress records (their runs lose the lease)")
+	f.BoolVarP(&o.dryRun, "dry-run", "n", false, "list the keys that would go; remove nothing")
+	f.BoolVar(&o.vacuum, "vacuum", false, "compact the ledger afterwards")
+	return c
+}
+
+func (o *purgeOptions) selector() (ledger.Selector, error) {
+	sel := ledger.Selector{Keys: o.keys, Prefix: o.prefix, OlderThan: o.olderThan, Expired: o.expired, All: o.all}
+	var err error
+	if sel.Statuses, err = parseStatuses(o.statuses); err != nil {
+		return sel, err
+	}
+	for _, k := range o.keys {
+		if err := key.Validate(k); err != nil {
+			return sel, usagef("keys are built with: idem key PART...", "%v", err)
+		}
+	}
+	if err := checkPrefix(o.prefix); err != nil {
+		return sel, err
+	}
+	if o.olderSet && o.olderThan <= 0 {
+		return sel, usagef("use --all to select every record", "--older-than must be more than 0")
+	}
+	others := len(o.keys) > 0 || len(sel.Statuses) > 0 || o.prefix != "" || o.olderSet || o.expired
+	if o.all && others {
+		return sel, usagef("--all already selects every record; drop it or the other selectors", "--all cannot be combined with keys or other selectors")
+	}
+	if sel.Empty() {
+		return sel, usagef("name KEYs, or select with --older-than, --status, --prefix, --expired or --all",
+			"nothing selected: purge needs keys or a selector")
+	}
+	return sel, nil
+}
+
+func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
+	sel, err := o.selector()
+	if err != nil {
+		return err
+	}
+	l, err := a.openLedger(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	u := a.ui
+	where := l.Describe()
+	res, err := l.Purge(ctx, ledger.PurgeRequest{Selector: sel, Force: o.force, DryRun: o.dryRun})
+	if err != nil {
+		if res != nil && res.Removed > 0 {
+			u.noticef("removed %s from %s before the error", records(res.Removed), where)
+		}
+		return err
+	}
+	for _, k := range res.Missing {
+		u.warnf("no record for key %q", k)
+	}
+	now := time.Now()
+	for _, r := range res.Live {
+		holder := fmt.Sprintf("in progress on %s (pid %d, token %d, attempt %d/%d), lease expires %s",
+			r.Owner.Host, r.Owner.PID, r.Token, r.Attempts, r.MaxAttempts, stamp(r.LeaseExpiry, now))
+		switch {
+		case !o.force && o.dryRun:
+			u.noticef("would keep %s: %s", r.Key, holder)
+		case !o.force:
+			u.noticef("kept %s: %s", r.Key, holder)
+		case o.dryRun:
+			u.warnf("would remove %s while %s; that run would lose its lease", r.Key, holder)
+		default:
+			u.warnf("removed %s while %s; that run loses its lease and records nothing", r.Key, holder)
+		}
+	}
+	if o.dryRun {
+		for _, k := range res.Keys {
+			fmt.Fprintln(a.stdout, k)
+		}
+		also := ""
+		if o.vacuum {
+			also = " and nothing compacted"
+		}
+		u.noticef("dry run: would remove %s from %s; nothing was removed%s", records(res.Removed), where, also)
+	} else {
+		u.noticef("removed %s from %s", records(res.Removed), where)
+		if o.vacuum {
+			v, err := l.Vacuum(ctx)
+			if err != nil {
+				return err
+			}
+			u.noticef("compacted %s: %s -> %s", where, size(v.Before), size(v.After))
+		}
+	}
+	if kept := len(res.Live); kept > 0 && !o.force {
+		verb := "kept"
+		if o.dryRun {
+			verb = "would keep"
+		}
+		return &exitError{code: ExitTempFail,
+			msg:  fmt.Sprintf("%s %s in progress with a live lease", verb, records(kept)),
+			hint: "let them finish (or their lease expire) and purge again, or remove them now with --force"}
+	}
+	return nil
+}
+
+func records(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
+}
+
+// size renders a byte count: 512 B, 1.5 KiB, 76.2 MiB.
+func size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
