@@ -1,0 +1,62 @@
+package runner
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/idemhq/idem/internal/flagval"
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+func TestClassify(t *testing.T) {
+	mustCodes := func(s string) flagval.CodeSet {
+		c, err := flagval.ParseCodes(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	defaults := Options{Success: flagval.CodesOf(0), Transient: flagval.CodesOf(75)}
+	custom := Options{Success: mustCodes("0,3"), Transient: mustCodes("75,100-110")}
+	both := Options{Success: mustCodes("0,75"), Transient: mustCodes("75")}
+	for _, tc := range []struct {
+		name     string
+		o        Options
+		in       attemptEnd
+		tty      int
+		wantCode int
+		class    string
+		signal   syscall.Signal
+		timedOut bool
+	}{
+		{"zero succeeds", defaults, attemptEnd{code: 0}, -1, 0, ledger.ClassSuccess, 0, false},
+		{"75 is transient", defaults, attemptEnd{code: 75}, -1, 75, ledger.ClassTransient, 0, false},
+		{"1 is permanent", defaults, attemptEnd{code: 1}, -1, 1, ledger.ClassPermanent, 0, false},
+		{"unknown codes are permanent", defaults, attemptEnd{code: 76}, -1, 76, ledger.ClassPermanent, 0, false},
+		{"127 from the child is permanent", defaults, attemptEnd{code: 127}, -1, 127, ledger.ClassPermanent, 0, false},
+		{"the child's own 124 is classified like any code", defaults, attemptEnd{code: 124}, -1, 124, ledger.ClassPermanent, 0, false},
+		{"a signal death is 128+N, permanent", defaults, attemptEnd{code: 137}, -1, 137, ledger.ClassPermanent, 0, false},
+		{"listed success code", custom, attemptEnd{code: 3}, -1, 3, ledger.ClassSuccess, 0, false},
+		{"transient range", custom, attemptEnd{code: 105}, -1, 105, ledger.ClassTransient, 0, false},
+		{"past the range", custom, attemptEnd{code: 111}, -1, 111, ledger.ClassPermanent, 0, false},
+		{"success wins over transient", both, attemptEnd{code: 75}, -1, 75, ledger.ClassSuccess, 0, false},
+		{"stopped by timeout: 124, timeout", defaults, attemptEnd{code: 143, timedOut: true}, -1, 124, ledger.ClassTimeout, 0, true},
+		{"timeout whatever the code", custom, attemptEnd{code: 75, timedOut: true}, -1, 124, ledger.ClassTimeout, 0, true},
+		{"success during the grace is success", defaults, attemptEnd{code: 0, timedOut: true}, -1, 0, ledger.ClassSuccess, 0, false},
+		{"interrupted", defaults, attemptEnd{code: 130, signal: syscall.SIGINT}, -1, 130, ledger.ClassInterrupted, syscall.SIGINT, false},
+		{"interrupted while timed out", defaults, attemptEnd{code: 143, signal: syscall.SIGTERM, timedOut: true}, -1, 143, ledger.ClassInterrupted, syscall.SIGTERM, false},
+		{"success despite the signal: it happened", defaults, attemptEnd{code: 0, signal: syscall.SIGTERM}, -1, 0, ledger.ClassSuccess, 0, false},
+		{"Ctrl-C at the terminal reached only the child", defaults, attemptEnd{code: 130}, 0, 130, ledger.ClassInterrupted, syscall.SIGINT, false},
+		{"130 without a terminal is the child's own", defaults, attemptEnd{code: 130}, -1, 130, ledger.ClassPermanent, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := &invocation{o: tc.o}
+			end := tc.in
+			inv.classify(&end, &child{tty: tc.tty})
+			if end.code != tc.wantCode || end.class != tc.class || end.signal != tc.signal || end.timedOut != tc.timedOut {
+				t.Errorf("classify(%+v) = code %d class %s signal %v timedOut %v; want %d %s %v %v",
+					tc.in, end.code, end.class, end.signal, end.timedOut, tc.wantCode, tc.class, tc.signal, tc.timedOut)
+			}
+		})
+	}
+}
