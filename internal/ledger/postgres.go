@@ -52,6 +52,8 @@ type Postgres struct {
 	schema string
 	desc   string // the DSN without secrets
 	addr   string // host:port (or socket) for messages
+	// finishSync is synchronous_commit for Finish's commit.
+	finishSync string
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
@@ -90,13 +92,30 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = pgConnectTimeout
 	}
+	// Durability: only the outcome pays for a WAL flush (Finish commits
+	// with synchronous_commit on). A reservation, renewal or replay count
+	// lost with the server leads to the same re-run that an abandoned
+	// reservation does, so those commit asynchronously. A DSN that sets
+	// synchronous_commit itself gets exactly what it says, everywhere.
+	finishSync := "on"
+	if v, ok := cc.RuntimeParams["synchronous_commit"]; ok {
+		finishSync = v
+	} else {
+		cc.RuntimeParams["synchronous_commit"] = "off"
+	}
+	// One round trip per statement (no named prepared statements, which a
+	// short-lived idem would prepare once and never reuse, and which
+	// transaction-mode poolers do not keep), unless the DSN says otherwise.
+	if !dsnSets(dsn, "default_query_exec_mode") {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	cfg.MaxConns = pgMaxConns
 	cfg.MinConns = 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, &StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Postgres{pool: pool, schema: schema, desc: desc, addr: pgAddr(&cc.Config)}
+	p := &Postgres{pool: pool, schema: schema, desc: desc, addr: pgAddr(&cc.Config), finishSync: finishSync}
 	if err := p.checkSchema(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -125,6 +144,12 @@ func redactDSN(dsn string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// dsnSets reports whether the DSN's query names the parameter.
+func dsnSets(dsn, param string) bool {
+	u, err := url.Parse(dsn)
+	return err == nil && u.Query().Has(param)
 }
 
 // parseError keeps the reason a DSN was refused without quoting the DSN:
@@ -753,17 +778,19 @@ func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, le
 	return n, id, err
 }
 
-// Finish implements Ledger, in one statement that commits with the
-// server's synchronous_commit (on by default: the outcome is flushed to its
-// WAL before Finish returns). When the commit's fate is unknown (the
-// connection broke), the record is read again: Finish returns nil only if
-// the outcome is there.
+// Finish implements Ledger, in one statement that commits with
+// synchronous_commit on (set_config(..., true) lasts to the end of the
+// statement's own transaction): once Finish returns nil the outcome is in
+// the server's WAL on disk (and on a synchronous standby, if the server
+// has one). When the commit's fate is unknown (the connection broke), the
+// record is read again: Finish returns nil only if the outcome is there.
 func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
 	var stdout, stderr []byte
 	if req.OutputStored {
 		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
 	}
-	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+pgNow(15)+` AS now),
+	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+pgNow(15)+` AS now,
+			set_config('synchronous_commit', $16, true) AS sync),
 		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
 			duration_ms = $6, ttl_ms = $7::bigint,
 			expires = CASE WHEN $7::bigint > 0 THEN c.now + $7::bigint * interval '1 millisecond' END,
@@ -772,7 +799,7 @@ func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
 		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13 FROM r WHERE id = $14 AND attempts.key = $1)
 		SELECT count(*) FROM r`,
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
-		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now())
+		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync)
 	var se *StoreError
 	if errors.As(err, &se) {
 		// "State unknown": believe only what a fresh read shows.
