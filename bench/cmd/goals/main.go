@@ -1,0 +1,125 @@
+// Command goals reads the figures bench/run.sh collected (one line per
+// measurement: a label, then key=value pairs) and prints each performance
+// goal of issue 6 with its figure and whether it is met.
+//
+//	goals -results bench/out/results.txt -records 1000000
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+type figures map[string]map[string]float64
+
+func (f figures) get(label, key string) (float64, bool) {
+	v, ok := f[label][key]
+	return v, ok
+}
+
+func main() {
+	path := flag.String("results", "bench/out/results.txt", "collected figures")
+	records := flag.Int("records", 1_000_000, "records in the big ledgers")
+	flag.Parse()
+	f, err := read(*path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "goals:", err)
+		os.Exit(1)
+	}
+	met, missed, absent := 0, 0, 0
+	goal := func(name string, ok, have bool, figure string) {
+		status := "met"
+		switch {
+		case !have:
+			status, figure = "NOT MEASURED", "-"
+			absent++
+		case ok:
+			met++
+		default:
+			status = "NOT MET"
+			missed++
+		}
+		fmt.Printf("| %-62s | %-44s | %-12s |\n", name, figure, status)
+	}
+	fmt.Printf("| %-62s | %-44s | %-12s |\n", "goal", "figure", "status")
+	fmt.Printf("|%s|%s|%s|\n", strings.Repeat("-", 64), strings.Repeat("-", 46), strings.Repeat("-", 14))
+
+	run, ok1 := f.get("run-true", "median_us")
+	bare, ok2 := f.get("bare-true", "median_us")
+	d := (run - bare) / 1000
+	goal("run overhead <= 3.5 ms over /bin/true (durable outcome)", d <= 3.5, ok1 && ok2,
+		fmt.Sprintf("+%.3f ms (%.3f vs %.3f ms)", d, run/1000, bare/1000))
+
+	cat, ok3 := f.get("cat-10k", "median_us")
+	r1k, ok4 := f.get("replay-1k", "median_us")
+	rbig, ok5 := f.get("replay-big", "median_us")
+	d1k, dbig := (r1k-cat)/1000, (rbig-cat)/1000
+	goal("replay overhead <= 2.5 ms over cat of 10 KB (1k records)", d1k <= 2.5, ok3 && ok4,
+		fmt.Sprintf("+%.3f ms (%.3f vs %.3f ms)", d1k, r1k/1000, cat/1000))
+	goal(fmt.Sprintf("replay overhead <= 2.5 ms over cat of 10 KB (%d records)", *records), dbig <= 2.5, ok3 && ok5,
+		fmt.Sprintf("+%.3f ms (%.3f vs %.3f ms)", dbig, rbig/1000, cat/1000))
+	goal(fmt.Sprintf("replay flat: %d records / 1k records <= 1.1", *records), rbig/r1k <= 1.1, ok4 && ok5,
+		fmt.Sprintf("ratio %.3f", rbig/r1k))
+
+	label := "contend-one-key---wait-128"
+	if _, ok := f[label]; !ok {
+		label = "contend-one-key-128"
+	}
+	errs, ok6 := f.get(label, "errors")
+	wrong, _ := f.get(label, "wrong_batches")
+	busy, _ := f.get(label, "busy")
+	execs, _ := f.get(label, "executions")
+	batches, _ := f.get(label, "batches")
+	goal("128 simultaneous runs of one key: 0 errors, 1 execution", errs == 0 && wrong == 0, ok6,
+		fmt.Sprintf("%s: %g errors, %g busy, %g executions in %g batches", strings.TrimPrefix(label, "contend-"), errs, busy, execs, batches))
+
+	cc, ok7 := f.get("cat-pipe-cat", "median_us")
+	ic, ok8 := f.get("idem-cat", "median_us")
+	goal("streaming >= 0.8 x the cat | cat throughput (1 GiB)", cc/ic >= 0.8, ok7 && ok8,
+		fmt.Sprintf("%.2f x (%.0f vs %.0f MiB/s)", cc/ic, 1024/(ic/1e6), 1024/(cc/1e6)))
+
+	r100, ok9 := f.get("rss-100m", "maxrss_kib")
+	r1g, ok10 := f.get("rss-1g", "maxrss_kib")
+	goal("peak RSS at 1 GiB within 10% of 100 MiB", r1g <= 1.1*r100, ok9 && ok10,
+		fmt.Sprintf("%.1f vs %.1f MiB (%+.1f%%)", r1g/1024, r100/1024, 100*(r1g/r100-1)))
+
+	total, ok11 := f.get("purge", "total_us")
+	wait, _ := f.get("purge", "wait_us")
+	perrs, _ := f.get("purge", "errors")
+	goal(fmt.Sprintf("purge of %d records <= 20 s", *records), total <= 20e6, ok11, fmt.Sprintf("%.2f s", total/1e6))
+	goal("no concurrent run waits more than 0.5 s during purge", wait <= 0.5e6 && perrs == 0, ok11,
+		fmt.Sprintf("longest wait %.1f ms, %g errors", wait/1000, perrs))
+	fmt.Printf("\n%d met, %d not met, %d not measured\n", met, missed, absent)
+}
+
+func read(path string) (figures, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	f := figures{}
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || !strings.Contains(fields[1], "=") {
+			continue
+		}
+		m := map[string]float64{}
+		for _, kv := range fields[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				continue
+			}
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				m[k] = n
+			}
+		}
+		f[fields[0]] = m
+	}
+	return f, sc.Err()
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# bench/run.sh: build idem and print every figure of the performance goals
+# (issue 6), as medians over repeated runs and as differences and ratios
+# against the bare command measured in the same run (runs interleaved).
+#
+#   bench/run.sh            # everything (about 5 minutes, 1.5 GiB of scratch)
+#   QUICK=1 bench/run.sh    # fewer runs, 100k records instead of 1M
+#
+# Needs only Go, /bin/sh, cat and the tools it builds from bench/cmd.
+# Scratch files go to bench/out/ (ignored by git); the report is printed and
+# kept in bench/out/report.md.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+out=bench/out
+work=$out/work
+mkdir -p "$work"
+report=$out/report.md
+results=$out/results.txt
+: >"$results"
+exec > >(tee "$report") 2>&1
+
+quick=${QUICK:-}
+runs=400    # runs of each command for the start-up figures
+big=1000000 # records in the big ledgers
+stream_runs=7
+if [[ -n $quick ]]; then
+	runs=100
+	big=100000
+	stream_runs=3
+fi
+
+# A static binary: with cgo (the default when a C compiler is around), pflag's
+# import of net links libc dynamically, which costs ~0.8 ms per start.
+echo "# idem benchmarks"
+echo
+echo "building: CGO_ENABLED=0 go build -o $out/idem ."
+CGO_ENABLED=0 go build -o "$out/idem" .
+go build -o "$out/timeit" ./bench/cmd/timeit
+go build -o "$out/fill" ./bench/cmd/fill
+go build -o "$out/contend" ./bench/cmd/contend
+go build -o "$out/purgebench" ./bench/cmd/purgebench
+go build -o "$out/goals" ./bench/cmd/goals
+idem=$out/idem
+timeit=$out/timeit
+
+echo
+echo "## machine"
+echo
+echo "- $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+echo "- kernel: $(uname -r); file system of bench/out: $(df -T "$out" | awk 'NR==2 {print $2}')"
+echo "- $(go version)"
+echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- idem: $(stat -c %s "$idem") bytes; backends linked in: sqlite (modernc)$(go version -m "$idem" | grep -q jackc/pgx && echo ', postgres (pgx)')"
+
+export NO_COLOR=1
+unset IDEM_LEDGER
+
+section() {
+	echo
+	echo "## $1"
+	echo
+	echo '```'
+}
+endsection() {
+	echo '```'
+}
+
+# ---------------------------------------------------------------------------
+section "start-up (no ledger is opened)"
+"$timeit" -n "$runs" -results "$results" -names true,idem-version,idem-help,idem-key \
+	/bin/true "$idem --version" "$idem --help" "$idem key a b c"
+endsection
+
+# ---------------------------------------------------------------------------
+section "run overhead: idem run --key <unique> -- /bin/true vs /bin/true"
+rm -f "$work"/run.db*
+"$idem" --ledger "$work/run.db" run --key bench-warm -- /bin/true
+"$timeit" -n "$runs" -results "$results" -names bare-true,run-true \
+	/bin/true "$idem --ledger $work/run.db run --key run-{n} -- /bin/true"
+endsection
+
+# ---------------------------------------------------------------------------
+section "replay of a recorded 10 KB output vs cat of the same 10 KB"
+head -c 10240 /dev/urandom >"$work/10k.bin"
+rm -f "$work"/replay1k.db* "$work"/replaybig.db*
+"$out/fill" -n 1000 "$work/replay1k.db"
+"$out/fill" -n "$big" "$work/replaybig.db"
+for db in replay1k replaybig; do
+	"$idem" --ledger "$work/$db.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
+done
+"$timeit" -n "$runs" -results "$results" -names cat-10k,replay-1k,replay-big \
+	"cat $work/10k.bin" \
+	"$idem --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin" \
+	"$idem --ledger $work/replaybig.db run --key replay-10k -- cat $work/10k.bin"
+endsection
+echo "(replay-big: a ledger of $big records; the replayed record is the last one written)"
+
+# ---------------------------------------------------------------------------
+section "contention: n simultaneous runs (batch wall time, outcomes, real executions)"
+has_wait=
+if "$idem" run --help 2>&1 | grep -q -- '--wait'; then
+	has_wait=1
+fi
+for n in 32 128; do
+	rm -f "$work"/contend.db*
+	"$idem" --ledger "$work/contend.db" run --key bench-warm -- /bin/true
+	"$out/contend" -idem "$idem" -ledger "$work/contend.db" -n "$n" -batches 3 2>>"$results"
+	"$out/contend" -idem "$idem" -ledger "$work/contend.db" -n "$n" -batches 3 -same 2>>"$results"
+	if [[ -n $has_wait ]]; then
+		"$out/contend" -idem "$idem" -ledger "$work/contend.db" -n "$n" -batches 3 -same -wait 2>>"$results"
+	fi
+done
+endsection
+
+# ---------------------------------------------------------------------------
+section "streaming: 1 GiB through idem run -- cat vs cat | cat (both cross one pipe)"
+gib=$((1 << 30))
+mib100=$((100 << 20))
+if [[ ! -f $work/1g.bin || $(stat -c %s "$work/1g.bin") -ne $gib ]]; then
+	head -c "$gib" /dev/zero | tr '\0' 'x' >"$work/1g.bin"
+fi
+head -c "$mib100" "$work/1g.bin" >"$work/100m.bin"
+rm -f "$work"/stream.db*
+"$idem" --ledger "$work/stream.db" run --key bench-warm -- /bin/true
+cat "$work/1g.bin" >/dev/null # into the page cache
+"$timeit" -n "$stream_runs" -warmup 1 -results "$results" -names cat-pipe-cat,idem-cat \
+	"sh:cat $work/1g.bin | cat >/dev/null" \
+	"sh:$idem --ledger $work/stream.db run --key stream-{n} -- cat $work/1g.bin >/dev/null"
+endsection
+echo "(the peak RSS of an sh: command is the largest of the shell's and its children's)"
+section "peak RSS of idem run -- cat at 100 MiB and at 1 GiB of output (default --max-output 16MiB)"
+"$timeit" -n "$stream_runs" -warmup 1 -results "$results" -names rss-100m,rss-1g \
+	"sh:$idem --ledger $work/stream.db run --key rss-{n} -- cat $work/100m.bin >/dev/null" \
+	"sh:$idem --ledger $work/stream.db run --key rss-{n} -- cat $work/1g.bin >/dev/null"
+endsection
+
+# ---------------------------------------------------------------------------
+section "purge of $big expired records while runs go on"
+if "$idem" purge --help >/dev/null 2>&1; then
+	rm -f "$work"/purge.db*
+	"$out/fill" -n "$big" -expired "$work/purge.db"
+	"$out/purgebench" -idem "$idem" -ledger "$work/purge.db" 2>>"$results"
+else
+	echo "idem purge is not there yet: skipped"
+fi
+endsection
+
+# ---------------------------------------------------------------------------
+echo
+echo "## goals"
+echo
+"$out/goals" -results "$results" -records "$big"
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
