@@ -3,6 +3,9 @@ package runner
 import (
 	"io"
 	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // capture keeps the first max bytes written to it and notes whether more came.
@@ -54,6 +57,53 @@ func (t *tee) Write(p []byte) (int, error) {
 	}
 	t.capture.Write(p)
 	return len(p), nil
+}
+
+// teeBuffer is what a tee reads from the child's pipe at once: a whole pipe
+// buffer (see pipeSize) in one read.
+const teeBuffer = 1 << 20
+
+// pipeSize is what the child's output pipe is grown to (Linux's default is
+// 64 KiB, and 1 MiB the most an unprivileged process may ask for): fewer,
+// larger reads and writes and fewer switches between the child and idem.
+const pipeSize = 1 << 20
+
+// ReadFrom is how os/exec's copying goroutine feeds the tee (io.Copy
+// prefers it): one buffer for the whole attempt, and reads as large as the
+// pipe, where io.Copy would read 32 KiB at a time.
+func (t *tee) ReadFrom(r io.Reader) (int64, error) {
+	growPipe(r)
+	buf := make([]byte, teeBuffer)
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		if m > 0 {
+			t.Write(buf[:m])
+			n += int64(m)
+		}
+		switch {
+		case err == io.EOF:
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+	}
+}
+
+// growPipe enlarges the pipe r reads from, when r is one; a refusal (the
+// user's pipe buffer quota) leaves it as it was.
+func growPipe(r io.Reader) {
+	sc, ok := r.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+	})
 }
 
 // spool holds an attempt's stdout back for --stdout final: in memory up to
