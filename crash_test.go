@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,5 +213,74 @@ func settle(t *testing.T, s *stats, idem, path, key, marks string, args []string
 			return
 		}
 		t.Logf("run %d: key %s, exit %s", i+2, st, fmt.Sprint(p.code))
+	}
+}
+
+// TestCrashTorture runs idem again and again on a handful of keys in one
+// ledger, crashing it at a random point most of the time. Whatever the
+// sequence, a key whose success was recorded is never executed again, the
+// ledger stays consistent, and every key settles once the crashes stop.
+func TestCrashTorture(t *testing.T) {
+	s := newStats(t)
+	idem := buildHooked(t)
+	points := []string{"before-reserve", "after-reserve", "after-child-start", "after-set-child",
+		"after-child-exit", "after-end-attempt", "before-finish", "after-finish", ""}
+	iterations := 15
+	if longRun() {
+		iterations = 400
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	rng := rand.New(rand.NewPCG(7, uint64(iterations)))
+	const keys = 5
+	argsFor := func(k int) []string {
+		marks := filepath.Join(dir, fmt.Sprint("marks-", k))
+		// Every other key fails transiently on its first execution.
+		script := `echo ran >> "$1"`
+		if k%2 == 1 {
+			script += `; [ "$(wc -l < "$1")" -ge 2 ] || exit 75`
+		}
+		return []string{"--ledger", path, "run", "--key", fmt.Sprint("job:torture-", k), "--max-attempts", "1000",
+			"--initial-delay", "1ms", "--jitter", "0", "--", "/bin/sh", "-c", script, "sh", marks}
+	}
+	for i := range iterations {
+		k := rng.IntN(keys)
+		key := fmt.Sprint("job:torture-", k)
+		marks := filepath.Join(dir, fmt.Sprint("marks-", k))
+		before, _ := keyState(t, path, key)
+		ran := lines(t, marks)
+		sp := plain()
+		pt := points[rng.IntN(len(points))]
+		if pt != "" {
+			sp.env = []string{"IDEM_TESTONLY_CRASH=" + pt}
+		}
+		p := start(t, sp, idem, argsFor(k)...)
+		if p.signal != 0 {
+			s.add(0, 1, 0)
+		}
+		if before == "succeeded" && lines(t, marks) != ran {
+			s.violate(t, "iteration %d (%s): %s had succeeded, yet ran again", i, pt, key)
+		}
+		if p.signal == 0 && p.code != 0 {
+			s.violate(t, "iteration %d (%s): exit %d\n%v", i, pt, p.code, p)
+		}
+		if v := integrity(t, path); v != "ok" {
+			s.violate(t, "iteration %d (%s): integrity_check: %s", i, pt, v)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	for k := range keys {
+		key := fmt.Sprint("job:torture-", k)
+		for range 3 {
+			if st, _ := keyState(t, path, key); st == "succeeded" {
+				break
+			}
+			start(t, plain(), idem, argsFor(k)...)
+		}
+		if st, _ := keyState(t, path, key); st != "succeeded" {
+			s.violate(t, "%s did not settle: %s", key, st)
+		}
 	}
 }

@@ -153,6 +153,10 @@ steps and webhook handlers are delivered at least once; wrapped in
 			default:
 				return usagef("use --color auto, always or never", "invalid --color %q", a.colorFlag)
 			}
+			if c.Flags().Changed("ledger") && a.ledgerFlag == "" {
+				// Most likely --ledger "$UNSET": never fall back to another ledger.
+				return usagef("name a ledger file, or leave --ledger out to use IDEM_LEDGER or the default", "--ledger is empty")
+			}
 			a.ui = newUI(a)
 			return nil
 		},
