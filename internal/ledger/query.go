@@ -14,10 +14,15 @@ import (
 // expression the records_outcome index is built on.
 const outcomeMS = `coalesce(finished_ms, created_ms)`
 
-// Purge yields the write lock between chunks for about as long as the chunk
-// held it, within these bounds, so that a concurrent run's busy handler
-// (which polls the lock every 1-100 ms) finds it free.
+// Purge deletes in transactions of up to PurgeRequest.Chunk records, but
+// starts with firstBatch and halves or doubles the batch so that each holds
+// the write lock for about targetHold. Between them it lets go of the lock
+// for about as long as it held it, within [minPurgePause, maxPurgePause], so
+// that a concurrent run's busy handler (which polls every 1-100 ms) finds
+// it free.
 const (
+	firstBatch    = 64
+	targetHold    = 100 * time.Millisecond
 	minPurgePause = 5 * time.Millisecond
 	maxPurgePause = 100 * time.Millisecond
 )
@@ -134,12 +139,12 @@ func selectorWhere(sel Selector, nowMS int64) (string, []any, error) {
 // the (single) parameter.
 const liveSQL = `(status = 'in_progress' AND lease_expires_ms > ?)`
 
-// Purge implements Ledger. Candidates are read a page at a time outside any
-// write transaction; each page is then deleted in one short BEGIN IMMEDIATE
-// transaction that checks the selector again, so a record that changed in
-// between is judged by its new state. Between pages Purge lets go of the
-// write lock for a moment, so a concurrent run waits at most about one
-// chunk's transaction.
+// Purge implements Ledger. Candidates are read a page (Chunk records) at a
+// time outside any write transaction; each page is then deleted in short
+// BEGIN IMMEDIATE transactions that check the selector again, so a record
+// that changed in between is judged by its new state. Between transactions
+// Purge lets go of the write lock for a moment, so a concurrent run waits
+// at most about one transaction (~targetHold).
 func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error) {
 	if req.Selector.Empty() {
 		return nil, ErrEmptySelector
@@ -153,6 +158,7 @@ func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, err
 	if err != nil {
 		return nil, err
 	}
+	batch := min(firstBatch, chunk)
 	res := &PurgeResult{}
 	if res.Missing, err = s.missing(ctx, req.Keys); err != nil {
 		return nil, s.wrap("purge", err)
@@ -194,15 +200,21 @@ func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, err
 		if req.DryRun {
 			res.Keys = append(res.Keys, del...)
 			res.Removed += len(del)
-		} else if len(del) > 0 {
+			del = nil
+		}
+		for len(del) > 0 {
+			n := min(batch, len(del))
 			began := time.Now()
-			n, err := s.deleteChunk(ctx, del, cond, condArgs, req.Force, nowMS)
+			removed, err := s.deleteChunk(ctx, del[:n], cond, condArgs, req.Force, nowMS)
 			if err != nil {
 				return res, err
 			}
-			res.Removed += n
-			if len(keys) == chunk {
-				if err := yield(ctx, time.Since(began)); err != nil {
+			held := time.Since(began)
+			res.Removed += removed
+			del = del[n:]
+			batch = nextBatch(batch, chunk, held)
+			if len(del) > 0 || len(keys) == chunk {
+				if err := yield(ctx, held); err != nil {
 					return res, err
 				}
 			}
@@ -212,6 +224,20 @@ func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, err
 		}
 	}
 	return res, nil
+}
+
+// nextBatch adapts the number of records per delete transaction so that
+// one holds the write lock for about targetHold: records with megabytes of
+// output take far longer to delete than small ones. It stays within
+// [1, limit].
+func nextBatch(batch, limit int, held time.Duration) int {
+	switch {
+	case held > targetHold:
+		return max(batch/2, 1)
+	case held < targetHold/4:
+		return min(batch*2, limit)
+	}
+	return batch
 }
 
 // missing returns the keys that have no record, in the order given.
