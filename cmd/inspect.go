@@ -75,8 +75,18 @@ in the README and stay stable.`,
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.BoolVar(&o.stdout, "stdout", false, "with KEY: write the recorded stdout, raw")
 	f.BoolVar(&o.stderr, "stderr", false, "with KEY: write the recorded stderr, raw")
+	c.SetHelpTemplate(helpTemplate() + `
+EXIT STATUS
+   0  listed, or shown
+   1  no record for KEY (or, with --stdout/--stderr, no stored output)
+  64  usage: bad flag, status, prefix or key
+  74  ledger cannot be opened or read
+`)
 	return c
 }
+
+// helpTemplate is cobra's default; each command appends its EXIT STATUS.
+func helpTemplate() string { return (&cobra.Command{}).HelpTemplate() }
 
 func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	if o.stdout || o.stderr {

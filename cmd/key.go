@@ -9,7 +9,7 @@ import (
 )
 
 func newKeyCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "key PART...",
 		Short: "Build a valid key from arbitrary parts",
 		Long: `Print a valid idempotency key built from PARTs (branch names, event ids,
@@ -42,4 +42,10 @@ Put '--' before parts that start with '-'.`,
 			return err
 		},
 	}
+	c.SetHelpTemplate(helpTemplate() + `
+EXIT STATUS
+   0  printed the key
+  64  usage: no PART
+`)
+	return c
 }

@@ -73,6 +73,14 @@ the ledger while it runs). Keys of removed records go to stdout with
 	f.BoolVar(&o.force, "force", false, "also remove live in-progress records (their runs lose the lease)")
 	f.BoolVarP(&o.dryRun, "dry-run", "n", false, "list the keys that would go; remove nothing")
 	f.BoolVar(&o.vacuum, "vacuum", false, "compact the ledger afterwards")
+	f.Lookup("older-than").DefValue = "0" // no "(default 0s)" in the help
+	c.SetHelpTemplate(helpTemplate() + `
+EXIT STATUS
+   0  removed what was selected (or, with --dry-run, listed it)
+  64  usage: nothing selected, bad flag, status, prefix or key
+  74  ledger cannot be opened, read or written
+  75  a live in-progress record was kept (use --force to remove it)
+`)
 	return c
 }
 
