@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -344,4 +345,66 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 			t.Errorf("%s history %+v, want %+v", key, h, want)
 		}
 	}
+}
+
+// A database that goes away while the command runs: idem retries its
+// renewals, and when the lease would lapse it stops the command and exits
+// 74 naming the server.
+func TestPostgresConnectionLostMidRun(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	p := pgStartOnHost(t, dsn, "host-a", dir, nil, "run", "--key", "job:lost", "--lease", "2s", "--", "sleeper", "60s", ready)
+	for range 1000 {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatalf("the child never started: %s", p.stderr.String())
+	}
+	child, _ := strconv.Atoi(string(b))
+	// No new connections to the database, and idem's own is cut.
+	ctx := context.Background()
+	var name string
+	if err := db.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, pgTestDSN(t)) // a database cannot close itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` WITH ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'idem'`, name); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 74 {
+		t.Fatalf("exit %d, stderr %q; want 74", code, p.stderr.String())
+	}
+	stderr := p.stderr.String()
+	if !strings.Contains(stderr, `idem: error: key "job:lost": could not renew the lease: `) ||
+		!strings.Contains(stderr, "PostgreSQL at 127.0.0.1:") || !strings.Contains(stderr, "the command was stopped") ||
+		strings.Contains(stderr, pgPassword(dsn)) {
+		t.Errorf("stderr %q: want the lapsed lease, the server, no password", stderr)
+	}
+	if err := syscall.Kill(child, 0); err == nil {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); !strings.Contains(string(st), ") Z ") {
+			t.Errorf("the child (pid %d) still runs after idem gave up its lease", child)
+		}
+	}
+}
+
+// pgPassword is dsn's password, or a string no output contains.
+func pgPassword(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return pw
+		}
+	}
+	return "\x00no password\x00"
 }

@@ -330,8 +330,11 @@ func runError(err error, o *runOptions) error {
 			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over; the command was stopped and nothing was recorded", o.key),
 			hint: "raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
 	case errors.As(err, &lapsed):
-		return &exitError{code: ExitIO, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed.Err),
-			hint: "check the ledger's disk and permissions"}
+		hint := "check the ledger's disk and permissions"
+		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
+			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
+		}
+		return &exitError{code: ExitIO, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed), hint: hint}
 	}
 	return err
 }

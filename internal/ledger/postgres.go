@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
@@ -86,6 +87,12 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 	// The ledger's tables are found through search_path, whatever the DSN
 	// or the role's default says.
 	cc.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	// Results come back as text (exec mode, below): pin the formats that
+	// text depends on, whatever the role, the database or the DSN's
+	// options say.
+	cc.RuntimeParams["datestyle"] = "ISO, MDY"
+	cc.RuntimeParams["bytea_output"] = "hex"
+	cc.RuntimeParams["timezone"] = "UTC"
 	if cc.RuntimeParams["application_name"] == "" {
 		cc.RuntimeParams["application_name"] = "idem"
 	}
@@ -333,10 +340,21 @@ func (p *Postgres) wrap(op string, err error) error {
 	case errors.As(err, &pe):
 		return p.serverError(op, pe)
 	}
-	// Anything else is the connection failing under us (EOF, reset, closed).
-	return &StoreError{Op: op, Path: p.desc,
-		Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
-		Hint: "check that PostgreSQL is running and reachable from this host"}
+	if connLost(err) {
+		return &StoreError{Op: op, Path: p.desc,
+			Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
+			Hint: "check that PostgreSQL is running and reachable from this host"}
+	}
+	return &StoreError{Op: op, Path: p.desc, Err: err}
+}
+
+// connLost reports whether err is the connection failing under us (EOF,
+// reset, timeout, closed) rather than a query's own error.
+func connLost(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, pgconn.ErrConnClosed) ||
+		pgconn.Timeout(err)
 }
 
 func (p *Postgres) serverError(op string, pe *pgconn.PgError) error {
@@ -372,6 +390,8 @@ func (p *Postgres) connectError(err error) error {
 			se.Hint = "create the database, or name an existing one in the DSN"
 		case "53300":
 			se.Hint = "the server has too many connections; retry, or raise max_connections"
+		default:
+			se.Hint = "check the DSN, and that PostgreSQL accepts this role and database from this host"
 		}
 	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
 		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)

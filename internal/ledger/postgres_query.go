@@ -245,6 +245,16 @@ func (p *Postgres) Vacuum(ctx context.Context) (*VacuumResult, error) {
 	if r.Before, err = size(); err != nil {
 		return nil, p.wrap("compact", err)
 	}
+	// VACUUM skips, with a mere warning, tables the role does not own.
+	var owner bool
+	if err := p.pool.QueryRow(ctx, `SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
+		WHERE oid IN ('records'::regclass, 'attempts'::regclass)`).Scan(&owner); err != nil {
+		return nil, p.wrap("compact", err)
+	}
+	if !owner {
+		return nil, &StoreError{Op: "compact", Path: p.desc, Err: errors.New("only the owner of the ledger's tables may compact them"),
+			Hint: "run it as the role that created the ledger's schema"}
+	}
 	if err := p.do(ctx, "compact", func() error {
 		_, err := p.pool.Exec(ctx, `VACUUM (FULL, ANALYZE) records, attempts`)
 		return err

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -355,5 +356,47 @@ func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("%d of %d reservations won, want exactly 1", won, n)
+	}
+}
+
+// A role or DSN with other output formats (DateStyle, bytea_output, a time
+// zone) reads and writes the ledger the same: idem pins the formats its
+// text results depend on.
+func TestPostgresSessionFormats(t *testing.T) {
+	u, err := url.Parse(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("options", "-c DateStyle=SQL,DMY -c bytea_output=escape -c TimeZone=Asia/Kolkata")
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads + as itself
+	schema := freshSchema(t)
+	l := openPG(t, u.String(), schema)
+	ctx := context.Background()
+	out := []byte{0, 1, 2, '\\', 'x', 0xfe, 0xff, '\n'}
+	req := ledger.ReserveRequest{Key: "evt:formats", Fingerprint: "fp", Command: []string{"x"}, MaxAttempts: 1,
+		Owner: ledger.Owner{Host: "h", PID: 1}, Lease: time.Minute}
+	res, err := l.Reserve(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx, ledger.FinishRequest{Key: "evt:formats", Token: res.Token, AttemptID: res.AttemptID,
+		Status: ledger.StatusSucceeded, ExitSource: "child", Class: ledger.ClassSuccess, OutputStored: true,
+		Stdout: out, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Reserve(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != ledger.Replay || !bytes.Equal(rep.Record.Stdout, out) ||
+		!rep.Record.Expires.Equal(rep.Record.Finished.Add(time.Hour)) || rep.Record.Finished.Before(rep.Record.Created) {
+		t.Fatalf("replay under other session formats: %+v", rep.Record)
+	}
+	// The same record through a connection with the server's formats.
+	plain := openPG(t, pgDSN(t), schema)
+	rec, err := plain.Get(ctx, "evt:formats")
+	if err != nil || !rec.Finished.Equal(rep.Record.Finished) || !bytes.Equal(rec.Stdout, out) {
+		t.Fatalf("Get: %+v, %v", rec, err)
 	}
 }
