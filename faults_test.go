@@ -93,6 +93,9 @@ var opRE = regexp.MustCompile(`^idem: error: ledger \S+: ([a-z ]+): `)
 // ledger, the command appends a line to marks on each execution.
 type faultRun struct {
 	dir, path, marks, key string
+	// big makes the command print 300 KB, so that the outcome grows the
+	// WAL past the size at which the end of a run checkpoints it.
+	big bool
 }
 
 func newFaultRun(t *testing.T, base string) *faultRun {
@@ -110,6 +113,10 @@ func newFaultRun(t *testing.T, base string) *faultRun {
 }
 
 func (r *faultRun) args() []string {
+	if r.big {
+		return []string{"--ledger", r.path, "run", "--key", r.key, "--", "/bin/sh", "-c",
+			`echo ran >> "$1"; head -c 300000 /dev/zero | tr '\0' x`, "sh", r.marks}
+	}
 	return append([]string{"--ledger", r.path, "run", "--key", r.key}, markCmd(r.marks)...)
 }
 
@@ -237,26 +244,37 @@ func TestFaultInjection(t *testing.T) {
 			holdWAL bool
 			phase   string // what idem must report failing
 			code    int
+			big     bool
 		}{
 			{"reserve_disk_full", func(p string) fault {
 				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "-wal")}
-			}, false, "reserve", 74},
+			}, false, "reserve", 74, false},
 			{"reserve_write_eio", func(p string) fault {
 				return fault{"pwrite64", "error=EIO", "1+", ledgerFiles(p, "-wal")}
-			}, false, "reserve", 74},
+			}, false, "reserve", 74, false},
 			{"shm_disk_full", func(p string) fault {
 				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "-shm")}
-			}, false, "open", 74},
+			}, false, "open", 74, false},
 			{"outcome_fsync_eio", func(p string) fault {
 				return fault{"fsync", "error=EIO", "1+", ledgerFiles(p, "-wal")}
-			}, true, "record outcome", 74},
+			}, true, "record outcome", 74, false},
 			{"outcome_fsync_killed", func(p string) fault {
 				return fault{"fsync", "signal=SIGKILL", "1", ledgerFiles(p, "-wal")}
-			}, true, "killed", -1},
+			}, true, "killed", -1, false},
+			// The database file itself is written and synced only when the
+			// end of a run checkpoints a large WAL: its failures come after
+			// the outcome committed, and must not turn a success into an error.
+			{"checkpoint_fsync_eio", func(p string) fault {
+				return fault{"fsync", "error=EIO", "1+", ledgerFiles(p, "")}
+			}, false, "", 0, true},
+			{"checkpoint_disk_full", func(p string) fault {
+				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "")}
+			}, false, "", 0, true},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				r := newFaultRun(t, base)
+				r.big = c.big
 				release := func() {}
 				if c.holdWAL {
 					release = holdWAL(t, idem, r.path)
@@ -310,22 +328,26 @@ func TestFaultInjection(t *testing.T) {
 			max             int
 			files           []string
 			sticky          bool // every call from the Nth fails: a disk that stays full
+			big             bool // a 300 KB output: the end of the run checkpoints the WAL
 		}
 		kinds := []kind{
-			{"pwrite64", "error=ENOSPC", 24, []string{"", "-wal", "-shm"}, false},
-			{"fsync", "error=EIO", 6, []string{"", "-wal", "/"}, false},
-			{"pwrite64", "signal=SIGKILL", 24, []string{"", "-wal"}, false},
+			{"pwrite64", "error=ENOSPC", 24, []string{"", "-wal", "-shm"}, false, false},
+			{"fsync", "error=EIO", 6, []string{"", "-wal", "/"}, false, false},
+			{"pwrite64", "signal=SIGKILL", 24, []string{"", "-wal"}, false, false},
 		}
 		steps := map[string][]int{"pwrite64": {2, 9, 13, 17, 21}, "fsync": {1, 2, 3}}
 		repeat := 1
 		if longRun() {
 			kinds = append(kinds,
-				kind{"pwrite64", "error=EIO", 40, []string{"", "-wal", "-shm"}, false},
-				kind{"pread64", "error=EIO", 40, []string{"", "-wal"}, false},
-				kind{"fsync", "signal=SIGKILL", 8, []string{"", "-wal", "/"}, false},
-				kind{"ftruncate", "error=EIO", 4, []string{"", "-wal", "-shm"}, false},
-				kind{"pwrite64", "error=ENOSPC", 40, []string{"", "-wal", "-shm"}, true},
-				kind{"fsync", "error=EIO", 8, []string{"", "-wal", "/"}, true},
+				kind{"pwrite64", "error=EIO", 40, []string{"", "-wal", "-shm"}, false, false},
+				kind{"pread64", "error=EIO", 40, []string{"", "-wal"}, false, false},
+				kind{"fsync", "signal=SIGKILL", 8, []string{"", "-wal", "/"}, false, false},
+				kind{"ftruncate", "error=EIO", 4, []string{"", "-wal", "-shm"}, false, false},
+				kind{"pwrite64", "error=ENOSPC", 40, []string{"", "-wal", "-shm"}, true, false},
+				kind{"fsync", "error=EIO", 8, []string{"", "-wal", "/"}, true, false},
+				kind{"pwrite64", "error=ENOSPC", 24, []string{""}, false, true},
+				kind{"fsync", "error=EIO", 4, []string{""}, false, true},
+				kind{"pwrite64", "signal=SIGKILL", 24, []string{"", "-wal"}, false, true},
 			)
 			repeat = 3
 		}
@@ -342,6 +364,7 @@ func TestFaultInjection(t *testing.T) {
 			for _, n := range ns {
 				for range repeat {
 					r := newFaultRun(t, base)
+					r.big = k.big
 					f := fault{k.syscall, k.action, fmt.Sprint(n), ledgerFiles(r.path, k.files...)}
 					if k.sticky {
 						f.when += "+"
@@ -350,7 +373,7 @@ func TestFaultInjection(t *testing.T) {
 					s.add(got, map[bool]int{true: 1}[p.signal != 0], 1)
 					phase, rerun := r.check(t, s, idem, p)
 					if got > 0 {
-						hits[f.syscall+":"+f.action+map[bool]string{true: "+"}[k.sticky]+" -> "+phase]++
+						hits[f.syscall+":"+f.action+map[bool]string{true: "+"}[k.sticky]+map[bool]string{true: "(big)"}[k.big]+" -> "+phase]++
 					}
 					if rerun {
 						reruns++
