@@ -195,8 +195,15 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			if first {
 				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev)
 			} else {
-				// An earlier attempt of this invocation ran: keep it, retryable.
-				err = inv.finish(ctx, ledger.StatusRetryable, inv.res.ExitCode, ledger.ClassTransient, nil)
+				// An earlier attempt of this invocation ran: keep it,
+				// retryable; the one that never started does not count.
+				now := r.Clock.Now()
+				kept := &ledger.Snapshot{Status: ledger.StatusRetryable, Attempts: inv.n - 1, MaxAttempts: o.MaxAttempts,
+					ExitCode: inv.res.ExitCode, HasExit: true, Finished: now}
+				if o.TTL > 0 {
+					kept.Expires = now.Add(o.TTL)
+				}
+				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, kept)
 			}
 			if err != nil {
 				return nil, err
