@@ -402,3 +402,19 @@ func TestPostgresSessionFormats(t *testing.T) {
 		t.Fatalf("Get: %+v, %v", rec, err)
 	}
 }
+
+func TestRedactDSN(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://idem:S3cret@db.example:5432/ops", "postgres://idem@db.example:5432/ops"},
+		{"postgresql://idem:S3cret@db.example/ops?sslmode=verify-full", "postgresql://idem@db.example/ops?sslmode=verify-full"},
+		{"postgres://idem@db.example/ops?password=S3cret&sslpassword=S3cret&application_name=x",
+			"postgres://idem@db.example/ops?application_name=x"},
+		{"postgres://idem:S3cret@h1:5432,h2:5433/ops", "postgres://idem@h1:5432,h2:5433/ops"},
+		{"postgres:///ops", "postgres:///ops"},
+		{"postgres://idem:S3cret@[::1/ops", "postgres://(unparsable)"},
+	} {
+		if got := ledger.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
+			t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+}
