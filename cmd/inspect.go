@@ -58,7 +58,8 @@ in the README and stay stable.`,
 
   # the recorded output, exactly as the command wrote it
   idem inspect --stdout report:2026-12 > report.txt`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeKeys(a, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				return runInspectKey(c.Context(), a, o, c.Flags().Changed, args[0])

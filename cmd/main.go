@@ -172,6 +172,8 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a))
+	root.AddCommand(newManCmd(a))
+	initCompletionCmd(root)
 	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
 	return root
 }

@@ -56,7 +56,8 @@ the ledger while it runs). Keys of removed records go to stdout with
   # forget failures under a prefix, and records past their --ttl
   idem purge --status failed --prefix nightly:
   idem purge --expired`,
-		Args: cobra.ArbitraryArgs,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: completeKeys(a, 0),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.keys = args
 			o.olderSet = c.Flags().Changed("older-than")

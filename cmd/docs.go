@@ -1,0 +1,246 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// completionLimit bounds the keys offered for one completion.
+const completionLimit = 200
+
+// completeKeys is the ValidArgsFunction of inspect and purge: the ledger's
+// keys that start with what was typed. Any error gives no completions and
+// prints nothing (a shell prompt is no place for idem: lines), and a
+// ledger that does not exist yet is not created.
+func completeKeys(a *app, maxArgs int) cobra.CompletionFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		none := cobra.ShellCompDirectiveNoFileComp
+		if maxArgs > 0 && len(args) >= maxArgs {
+			return nil, none
+		}
+		keys, err := ledgerKeys(c.Context(), a, toComplete)
+		if err != nil {
+			return nil, none
+		}
+		done := make(map[string]bool, len(args))
+		for _, k := range args {
+			done[k] = true
+		}
+		out := keys[:0]
+		for _, k := range keys {
+			if !done[k] {
+				out = append(out, k)
+			}
+		}
+		return out, none
+	}
+}
+
+func ledgerKeys(ctx context.Context, a *app, prefix string) ([]string, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	path, err := a.ledgerPath()
+	if err != nil {
+		return nil, err
+	}
+	if !ledger.IsPostgresDSN(path) {
+		if _, err := os.Stat(path); err != nil {
+			return nil, err // never create a ledger to complete a word
+		}
+	}
+	a.ui = &ui{w: io.Discard, quiet: true} // warnings of openLedger go nowhere
+	l, err := a.openLedger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	recs, err := l.List(ctx, ledger.ListFilter{Prefix: prefix, Limit: completionLimit})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key
+	}
+	return keys, nil
+}
+
+// initCompletionCmd adds cobra's completion command now (rather than when
+// it executes) so that a missing or unknown shell is a usage error, not a
+// help text that exits 0.
+func initCompletionCmd(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = `  # bash (needs the bash-completion package), for this shell, then for good
+  source <(idem completion bash)
+  idem completion bash > /etc/bash_completion.d/idem
+
+  # zsh, fish
+  idem completion zsh > "${fpath[1]}/_idem"
+  idem completion fish > ~/.config/fish/completions/idem.fish`
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("idem completion bash|zsh|fish|powershell", "name a shell")
+			}
+			return usagef("idem completion bash|zsh|fish|powershell", "unknown shell %q", args[0])
+		}
+	}
+}
+
+// newManCmd writes idem's manual page, generated from the command tree.
+func newManCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:    "man",
+		Short:  "Write the idem(1) manual page (roff) to stdout",
+		Long:   "Write the idem(1) manual page, in roff, to stdout: man -l <(idem man), or save it as idem.1.",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := a.stdout.Write(manPage(c.Root()))
+			return err
+		},
+	}
+}
+
+// manPage renders the root command's page with every subcommand's usage,
+// flags and examples, then the EXIT STATUS and ENVIRONMENT sections.
+func manPage(root *cobra.Command) []byte {
+	var b bytes.Buffer
+	hdr := &doc.GenManHeader{Title: "IDEM", Section: "1", Source: "idem " + versionString(), Manual: "User Commands"}
+	if err := doc.GenMan(root, hdr, &b); err != nil {
+		// GenMan writes to a buffer: it cannot fail in practice.
+		fmt.Fprintf(&b, ".\\\" %v\n", err)
+	}
+	// Move SEE ALSO (with the per-command pages cobra would link to) out;
+	// this page is the whole manual.
+	page := b.String()
+	if i := strings.Index(page, ".SH SEE ALSO"); i >= 0 {
+		page = page[:i]
+	}
+	var s strings.Builder
+	s.WriteString(page)
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		fmt.Fprintf(&s, ".SH \"IDEM %s\"\n", strings.ToUpper(c.Name()))
+		fmt.Fprintf(&s, ".PP\n\\fB%s\\fP\n", roff(c.UseLine()))
+		fmt.Fprintf(&s, ".PP\n%s\n", roffText(c.Long))
+		if fl := c.NonInheritedFlags(); fl.HasAvailableFlags() {
+			s.WriteString(".PP\nOptions:\n.PP\n.RS\n.nf\n")
+			s.WriteString(roff(fl.FlagUsages()))
+			s.WriteString(".fi\n.RE\n")
+		}
+		if c.Example != "" {
+			s.WriteString(".PP\nExamples:\n.PP\n.RS\n.nf\n")
+			s.WriteString(roff(c.Example) + "\n")
+			s.WriteString(".fi\n.RE\n")
+		}
+	}
+	s.WriteString(manTail)
+	return []byte(s.String())
+}
+
+// roff escapes text for a roff line: backslashes, and a leading . or '.
+func roff(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\e`)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
+			lines[i] = `\&` + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// roffText turns paragraphs separated by blank lines into .PP paragraphs.
+func roffText(s string) string {
+	return strings.ReplaceAll(roff(strings.TrimSpace(s)), "\n\n", "\n.PP\n")
+}
+
+const manTail = `.SH "EXIT STATUS"
+.PP
+The command's own exit code when it ran or was replayed; otherwise idem's:
+.TP
+.B 0
+success (inspect, purge, key)
+.TP
+.B 1
+inspect: no record for KEY
+.TP
+.B 64
+usage: bad flag, bad key, no command
+.TP
+.B 65
+the key was used before with a different command or payload
+.TP
+.B 74
+the ledger cannot be opened, read or written
+.TP
+.B 75
+the key is in progress elsewhere, \-\-wait timed out, or the lease was lost; purge: a live record was kept
+.TP
+.B 124
+the last attempt timed out (\-\-timeout)
+.TP
+.B 126
+the command is not executable
+.TP
+.B 127
+the command was not found
+.TP
+.B 128+N
+idem was interrupted by signal N
+.PP
+An "idem: error:" line on stderr means idem chose the code; without it the code is the command's.
+.SH ENVIRONMENT
+.TP
+.B IDEM_LEDGER
+the ledger: a SQLite file path, or postgres://USER@HOST:PORT/DATABASE for one shared by many hosts. \-\-ledger overrides it.
+.TP
+.B XDG_STATE_HOME
+when IDEM_LEDGER and \-\-ledger are unset and this is an absolute path, the ledger is $XDG_STATE_HOME/idem/ledger.db; else ~/.local/state/idem/ledger.db.
+.TP
+.B NO_COLOR
+when set and not empty, idem's messages are not coloured (unless \-\-color always).
+.TP
+.B PGPASSWORD, PGPASSFILE, PGHOST, PGSSLMODE, PGCONNECT_TIMEOUT
+the usual libpq variables apply to a PostgreSQL ledger.
+.PP
+idem sets these in the command's environment:
+.TP
+.B IDEM_KEY
+the key; pass it on as an API's idempotency key (curl \-H "Idempotency\-Key: $IDEM_KEY").
+.TP
+.B IDEM_ATTEMPT
+the attempt number, 1\-based, counted across invocations.
+.TP
+.B IDEM_MAX_ATTEMPTS
+the key's budget (\-\-max\-attempts).
+.TP
+.B IDEM_RETRY_AFTER
+a file: write a duration (30s, 1m, or seconds) there before exiting with a transient code to ask for that delay before the next attempt (capped by \-\-max\-delay).
+.SH FILES
+.TP
+.I ~/.local/state/idem/ledger.db
+the default ledger (mode 0600, in a 0700 directory).
+.SH NOTES
+idem suppresses duplicates; it is not exactly\-once. A crash (power loss, SIGKILL) between the command's side effect and the recorded outcome makes the next run execute the command again. Pass $IDEM_KEY downstream to close that window.
+`
