@@ -41,6 +41,7 @@ go build -o "$out/fill" ./bench/cmd/fill
 go build -o "$out/contend" ./bench/cmd/contend
 go build -o "$out/purgebench" ./bench/cmd/purgebench
 go build -o "$out/goals" ./bench/cmd/goals
+go build -o "$out/fsynclat" ./bench/cmd/fsynclat
 idem=$out/idem
 timeit=$out/timeit
 
@@ -51,6 +52,7 @@ echo "- $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | s
 echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 echo "- kernel: $(uname -r); file system of bench/out: $(df -T "$out" | awk 'NR==2 {print $2}')"
 echo "- $(go version)"
+echo "- $("$out/fsynclat" "$work")"
 echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- idem: $(stat -c %s "$idem") bytes; backends linked in: sqlite (modernc)$(go version -m "$idem" | grep -q jackc/pgx && echo ', postgres (pgx)')"
 

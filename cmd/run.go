@@ -198,9 +198,11 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	}
 
 	// Each signal.Notify waits for a round trip to the runtime's signal
-	// thread (~0.2 ms for the four): it runs while the ledger opens. There
-	// is no signal.Stop, which costs as much again: idem exits next.
+	// thread (~0.2 ms for the four), and the host's identity is read from
+	// /proc: both happen while the ledger opens. There is no signal.Stop,
+	// which costs as much again: idem exits next.
 	sigs := make(chan os.Signal, 4)
+	var host runner.Host
 	notified := make(chan struct{})
 	go func() {
 		defer close(notified)
@@ -208,6 +210,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
 		// killing idem; the handler is reset to default in the child by exec.
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		host = a.localHost()
 	}()
 	l, err := a.openLedger(ctx)
 	if err != nil {
@@ -217,7 +220,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	<-notified
 
 	r := &runner.Runner{
-		Ledger: l, Host: a.localHost(), Clock: runner.SystemClock{},
+		Ledger: l, Host: host, Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
 	}
 	ro := runner.Options{
