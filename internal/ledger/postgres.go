@@ -86,15 +86,16 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 	cc := cfg.ConnConfig
 	// The ledger's tables are found through search_path, whatever the DSN
 	// or the role's default says.
-	cc.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	params := cc.RuntimeParams
+	setParam(params, "search_path", pgx.Identifier{schema}.Sanitize())
 	// Results come back as text (exec mode, below): pin the formats that
 	// text depends on, whatever the role, the database or the DSN's
 	// options say.
-	cc.RuntimeParams["datestyle"] = "ISO, MDY"
-	cc.RuntimeParams["bytea_output"] = "hex"
-	cc.RuntimeParams["timezone"] = "UTC"
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = "idem"
+	setParam(params, "datestyle", "ISO, MDY")
+	setParam(params, "bytea_output", "hex")
+	setParam(params, "timezone", "UTC")
+	if _, ok := getParam(params, "application_name"); !ok {
+		setParam(params, "application_name", "idem")
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = pgConnectTimeout
@@ -105,14 +106,14 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 	// reservation does, so those commit asynchronously. A DSN that sets
 	// synchronous_commit itself gets exactly what it says, everywhere.
 	finishSync := "on"
-	if v, ok := cc.RuntimeParams["synchronous_commit"]; ok {
+	if v, ok := getParam(params, "synchronous_commit"); ok {
 		finishSync = v
 	} else {
-		cc.RuntimeParams["synchronous_commit"] = "off"
+		setParam(params, "synchronous_commit", "off")
 	}
 	// One round trip per statement (no named prepared statements, which a
-	// short-lived idem would prepare once and never reuse, and which
-	// transaction-mode poolers do not keep), unless the DSN says otherwise.
+	// short-lived idem would prepare once and never use again), unless the
+	// DSN says otherwise.
 	if !dsnSets(dsn, "default_query_exec_mode") {
 		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
@@ -151,6 +152,27 @@ func redactDSN(dsn string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// getParam and setParam read and set a run-time parameter whatever the
+// case the DSN spelt it in (DateStyle, datestyle): the server would get
+// both spellings otherwise.
+func getParam(params map[string]string, name string) (string, bool) {
+	for k, v := range params {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func setParam(params map[string]string, name, value string) {
+	for k := range params {
+		if strings.EqualFold(k, name) {
+			delete(params, k)
+		}
+	}
+	params[name] = value
 }
 
 // dsnSets reports whether the DSN's query names the parameter.

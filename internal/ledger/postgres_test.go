@@ -371,6 +371,8 @@ func TestPostgresSessionFormats(t *testing.T) {
 	}
 	q := u.Query()
 	q.Set("options", "-c DateStyle=SQL,DMY -c bytea_output=escape -c TimeZone=Asia/Kolkata")
+	q.Set("DateStyle", "German") // and a run-time parameter in another case
+	q.Set("TimeZone", "America/St_Johns")
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads + as itself
 	schema := freshSchema(t)
 	l := openPG(t, u.String(), schema)
