@@ -1,6 +1,9 @@
 package cmd
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strings"
+)
 
 // versionString is the link-time version, else the module version from the
 // build info, with the VCS revision when the build recorded one.
@@ -15,7 +18,8 @@ func versionString() string {
 	}
 	if ok {
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			// A pseudo-version (v0.0.0-<date>-<rev12>) names it already.
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
 				v += " (" + s.Value[:12] + ")"
 			}
 		}
