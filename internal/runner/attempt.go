@@ -4,20 +4,30 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"syscall"
 	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
 
+// groupPoll is how often idem looks whether a process group it stopped is
+// gone (the kernel tells a parent when its child exits, not when a group
+// empties).
+const groupPoll = 10 * time.Millisecond
+
+// renewEvery is the renewal period of a healthy lease; renewRetry the pace
+// of retries after a renewal failed with an I/O error.
+func renewEvery(lease time.Duration) time.Duration { return lease / 3 }
+func renewRetry(lease time.Duration) time.Duration { return min(lease/10, 2*time.Second) }
+
 // attempt runs the command once and classifies its end. While it runs, the
 // lease is renewed, signals are forwarded to the child's group, and a
 // timeout or the deadline stops it (SIGTERM, then SIGKILL after the grace).
+// Once idem has begun to stop the group, the attempt ends only when every
+// member is gone, not just the leader.
 func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	r, o := inv.r, inv.o
 	end := &attemptEnd{}
-	var stdout, stderr io.Writer
 	if !o.NoOutput {
 		end.stdout, end.stderr = newCapture(o.MaxOutput), newCapture(o.MaxOutput)
 	}
@@ -26,9 +36,8 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		end.held = &spool{}
 		live = end.held
 	}
-	stdout = &tee{live: live, capture: end.stdout}
-	stderr = &tee{live: o.Stderr, capture: end.stderr}
-	spec := childSpec{argv: o.Argv, env: inv.environ(), stdout: stdout, stderr: stderr, tty: -1}
+	spec := childSpec{argv: o.Argv, env: inv.environ(), tty: -1,
+		stdout: &tee{live: live, capture: end.stdout}, stderr: &tee{live: o.Stderr, capture: end.stderr}}
 	if o.SpooledStdin != nil {
 		spec.stdin = bytes.NewReader(o.SpooledStdin)
 	} else if o.Stdin != nil {
@@ -43,27 +52,37 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	exited := make(chan int, 1)
 	go func() { exited <- c.wait() }()
 
-	start, _, _ := r.Host.procStat(c.pgid)
-	if err := r.Ledger.SetChild(ctx, o.Key, inv.token, c.pgid, start); err != nil {
-		return nil, inv.abort(c, exited, err)
+	st, _ := r.Host.stat(c.pgid)
+	if err := r.Ledger.SetChild(context.WithoutCancel(ctx), o.Key, inv.token, c.pgid, st.start); err != nil {
+		if errors.Is(err, ledger.ErrLeaseLost) {
+			inv.abort(c, exited)
+			return nil, leaseLost(o.Key, true, err)
+		}
+		// An I/O error: retried with the renewals, under the same rule.
+		inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	}
+	defer func() { inv.pending = nil }()
 	testOnlyCrash("after-set-child")
 
 	var (
 		stopAt   <-chan time.Time // timeout or deadline
 		killAt   <-chan time.Time // end of the grace
+		poll     <-chan time.Time // the leader is gone; is the group?
 		stopping bool
 	)
-	limit := o.Timeout
+	limit, byDeadline := o.Timeout, false
 	if !inv.deadline.IsZero() {
 		if left := inv.deadline.Sub(r.Clock.Now()); limit == 0 || left < limit {
-			limit = max(left, 0)
+			limit, byDeadline = max(left, 0), true
 		}
 	}
-	if limit > 0 || !inv.deadline.IsZero() {
+	if limit > 0 || byDeadline {
 		stopAt = r.Clock.After(limit)
 	}
-	renew := r.Clock.After(o.Lease / 3)
+	renew := r.Clock.After(renewEvery(o.Lease))
+	if inv.pending != nil {
+		renew = r.Clock.After(renewRetry(o.Lease))
+	}
 	cancelled := ctx.Done()
 	stop := func(sig syscall.Signal) {
 		c.signal(sig)
@@ -75,17 +94,26 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	for {
 		select {
 		case code := <-exited:
+			exited = nil
 			end.code = code
-			inv.classify(end, c)
-			return end, nil
+			if !stopping || !r.Host.groupLive(c.pgid) {
+				inv.classify(end, c)
+				return end, nil
+			}
+			poll = r.Clock.After(groupPoll)
+		case <-poll:
+			if !r.Host.groupLive(c.pgid) {
+				inv.classify(end, c)
+				return end, nil
+			}
+			poll = r.Clock.After(groupPoll)
 		case s := <-r.Signals:
-			sig, _ := s.(syscall.Signal)
 			if end.signal != 0 {
 				c.signal(syscall.SIGKILL) // a second signal: at once
 				continue
 			}
-			end.signal = sig
-			stop(sig)
+			end.signal = toSignal(s)
+			stop(end.signal)
 		case <-cancelled:
 			cancelled = nil
 			if end.signal == 0 {
@@ -94,18 +122,26 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			}
 		case <-stopAt:
 			stopAt = nil
-			end.timedOut = true
+			end.timedOut, end.byDeadline = true, byDeadline
 			stop(syscall.SIGTERM)
 		case <-killAt:
 			killAt = nil
 			c.signal(syscall.SIGKILL)
 		case <-renew:
-			renew = r.Clock.After(o.Lease / 3)
-			if err := inv.renew(ctx); err != nil {
-				return nil, inv.abort(c, exited, err)
+			next, err := inv.keepLease(ctx)
+			if err != nil {
+				inv.abort(c, exited)
+				return nil, leaseLost(o.Key, true, err)
 			}
+			renew = r.Clock.After(next)
 		}
 	}
+}
+
+// pendingChild is a started child the ledger does not know yet.
+type pendingChild struct {
+	pgid  int
+	start uint64
 }
 
 // classify sets the attempt's class from its code and how it was stopped.
@@ -114,11 +150,12 @@ func (inv *invocation) classify(end *attemptEnd, c *child) {
 	switch {
 	case o.Success.Contains(end.code):
 		// A success during the grace still happened: record it.
-		end.class, end.signal, end.timedOut = ledger.ClassSuccess, 0, false
+		end.class, end.signal, end.timedOut, end.byDeadline = ledger.ClassSuccess, 0, false, false
 	case end.signal != 0:
-		end.class = ledger.ClassInterrupted
-		end.timedOut = false
+		end.class, end.timedOut, end.byDeadline = ledger.ClassInterrupted, false, false
 	case end.timedOut:
+		// Transient whatever --transient-codes says; a child's own 124 is
+		// not here: it was not stopped by idem.
 		end.code, end.class = 124, ledger.ClassTimeout
 	case c.tty >= 0 && (end.code == 128+int(syscall.SIGINT) || end.code == 128+int(syscall.SIGQUIT)):
 		// Ctrl-C on the terminal reached only the child's foreground group.
@@ -130,29 +167,55 @@ func (inv *invocation) classify(end *attemptEnd, c *child) {
 	}
 }
 
-// renew extends the lease. An I/O error is tolerated until the lease would
-// lapse; a lost lease is final.
-func (inv *invocation) renew(ctx context.Context) error {
-	err := inv.r.Ledger.Renew(ctx, inv.o.Key, inv.token, inv.o.Lease)
-	now := inv.r.Clock.Now()
+// keepLease renews the lease (recording the child's group first, if that
+// failed before) and returns when to renew next. An I/O error is retried
+// sooner; when the next retry could not come before the lease lapses it
+// gives up with *LeaseLapsedError. A fenced write that matched no row
+// returns ledger.ErrLeaseLost.
+func (inv *invocation) keepLease(ctx context.Context) (time.Duration, error) {
+	r, o := inv.r, inv.o
+	ctx = context.WithoutCancel(ctx) // a stopping idem still holds its lease
+	before := r.Clock.Now()
+	var err error
+	if p := inv.pending; p != nil {
+		if err = r.Ledger.SetChild(ctx, o.Key, inv.token, p.pgid, p.start); err == nil {
+			inv.pending = nil
+		}
+	}
+	if err == nil {
+		err = r.Ledger.Renew(ctx, o.Key, inv.token, o.Lease)
+	}
 	switch {
 	case err == nil:
-		inv.leaseUntil = now.Add(inv.o.Lease)
-		return nil
+		inv.leaseUntil = before.Add(o.Lease)
+		return renewEvery(o.Lease), nil
 	case errors.Is(err, ledger.ErrLeaseLost):
-		return err
-	case !now.Add(inv.o.Lease / 3).Before(inv.leaseUntil):
-		return &LeaseLapsedError{Err: err}
+		return 0, err
 	}
-	return nil
+	retry := renewRetry(o.Lease)
+	if !r.Clock.Now().Add(retry).Before(inv.leaseUntil) {
+		return 0, &LeaseLapsedError{Err: err}
+	}
+	return retry, nil
 }
 
-// abort stops the child's group at once and waits for it, after idem lost
-// the right to record its result.
-func (inv *invocation) abort(c *child, exited <-chan int, err error) error {
+// abort kills the child's group at once and waits until it is gone, after
+// idem lost the right to record its result: another run may be about to
+// start the command. exited is nil when the leader was already reaped.
+func (inv *invocation) abort(c *child, exited <-chan int) {
 	c.signal(syscall.SIGKILL)
-	<-exited
-	return err
+	if exited != nil {
+		<-exited
+	}
+	giveUp := inv.r.Clock.After(inv.o.KillGrace)
+	for inv.r.Host.groupLive(c.pgid) {
+		select {
+		case <-giveUp:
+			return // unkillable (uninterruptible sleep): nothing more to do
+		case <-inv.r.Clock.After(groupPoll):
+			c.signal(syscall.SIGKILL)
+		}
+	}
 }
 
 // sleep waits d between attempts, renewing the lease. It returns the signal
@@ -160,39 +223,80 @@ func (inv *invocation) abort(c *child, exited <-chan int, err error) error {
 func (inv *invocation) sleep(ctx context.Context, d time.Duration) (syscall.Signal, error) {
 	r := inv.r
 	wake := r.Clock.After(d)
+	renew := r.Clock.After(renewEvery(inv.o.Lease))
 	for {
-		renew := r.Clock.After(inv.o.Lease / 3)
 		select {
 		case <-wake:
-			return 0, nil
+			select { // a signal at the same moment wins: no new attempt
+			case s := <-r.Signals:
+				return toSignal(s), nil
+			default:
+				return 0, nil
+			}
 		case s := <-r.Signals:
-			sig, _ := s.(syscall.Signal)
-			return sig, nil
+			return toSignal(s), nil
 		case <-ctx.Done():
 			return syscall.SIGTERM, nil
 		case <-renew:
-			if err := inv.renew(ctx); err != nil {
-				return 0, err
+			next, err := inv.keepLease(ctx)
+			if err != nil {
+				return 0, leaseLost(inv.o.Key, false, err)
 			}
+			renew = r.Clock.After(next)
 		}
 	}
 }
 
 // stopGroup stops an abandoned owner's child group on this host and waits
-// until it is gone, so that two executions never overlap.
-func (r *Runner) stopGroup(ctx context.Context, o ledger.Owner, grace time.Duration) {
+// until it is gone, so that two executions never overlap: SIGTERM (and
+// SIGCONT, so that a stopped member can act on it), SIGKILL after the grace.
+// inv, when the caller now owns the key, keeps its lease meanwhile. A first
+// signal to idem escalates to SIGKILL at once; a second one gives up: the
+// group is then recorded as idem's own child, so that whoever takes the key
+// over next stops it, and *InterruptedError is returned.
+func (r *Runner) stopGroup(ctx context.Context, key string, o ledger.Owner, grace time.Duration, inv *invocation) error {
 	if !r.Host.groupAlive(o) {
-		return
+		return nil
 	}
-	syscall.Kill(-o.ChildPGID, syscall.SIGTERM)
+	pgid := o.ChildPGID
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	syscall.Kill(-pgid, syscall.SIGCONT)
 	kill := r.Clock.After(grace)
-	for syscall.Kill(-o.ChildPGID, 0) == nil {
+	var renew <-chan time.Time
+	if inv != nil {
+		renew = r.Clock.After(renewEvery(inv.o.Lease))
+	}
+	var interrupted syscall.Signal
+	for r.Host.groupLive(pgid) {
 		select {
 		case <-kill:
-			syscall.Kill(-o.ChildPGID, syscall.SIGKILL)
-		case <-r.Clock.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			syscall.Kill(-o.ChildPGID, syscall.SIGKILL)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			kill = r.Clock.After(grace)
+		case s := <-r.Signals:
+			if interrupted == 0 {
+				interrupted = toSignal(s)
+				syscall.Kill(-pgid, syscall.SIGKILL)
+				continue
+			}
+			if inv == nil {
+				return &InterruptedError{Key: key, Signal: interrupted}
+			}
+			wctx := context.WithoutCancel(ctx)
+			if err := r.Ledger.SetChild(wctx, key, inv.token, pgid, o.ChildStart); err != nil {
+				return leaseLost(key, false, err)
+			}
+			return &InterruptedError{Key: key, Signal: interrupted}
+		case <-r.Clock.After(groupPoll):
+		case <-renew:
+			next, err := inv.keepLease(ctx)
+			if err != nil {
+				return leaseLost(inv.o.Key, false, err)
+			}
+			renew = r.Clock.After(next)
 		}
 	}
+	if interrupted != 0 && inv != nil {
+		inv.signalled = interrupted // the first attempt does not start
+	}
+	return nil
 }

@@ -17,7 +17,8 @@ type Host struct {
 	Name   string
 	BootID string
 	PIDNS  uint64
-	// Proc is the /proc mount to read; "/proc" unless a test says otherwise.
+	// Proc is the /proc mount to read; "/proc" when empty. Tests point it
+	// at a hand-made tree.
 	Proc string
 }
 
@@ -38,29 +39,53 @@ func LocalHost() Host {
 // Self describes the calling process as a ledger owner.
 func (h Host) Self() ledger.Owner {
 	pid := os.Getpid()
-	start, _, _ := h.procStat(pid)
-	return ledger.Owner{Host: h.Name, BootID: h.BootID, PIDNS: h.PIDNS, PID: pid, StartTime: start}
+	st, _ := h.stat(pid)
+	return ledger.Owner{Host: h.Name, BootID: h.BootID, PIDNS: h.PIDNS, PID: pid, StartTime: st.start}
 }
 
-// procStat returns the start time (field 22, clock ticks since boot) and
-// state (field 3) of pid. The comm field may hold spaces and ')': parse
-// from the last ')'.
-func (h Host) procStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile(h.Proc + "/" + strconv.Itoa(pid) + "/stat")
+func (h Host) proc() string {
+	if h.Proc == "" {
+		return "/proc"
+	}
+	return h.Proc
+}
+
+// procStat is what idem reads from /proc/PID/stat.
+type procStat struct {
+	state byte   // field 3: R, S, D, Z, X, T...
+	pgrp  int    // field 5
+	start uint64 // field 22: clock ticks since boot
+}
+
+// gone reports whether the process has exited (a zombie waits only to be
+// reaped; it runs nothing).
+func (s procStat) gone() bool { return s.state == 'Z' || s.state == 'X' }
+
+// stat parses /proc/PID/stat. The comm field may hold spaces and ')':
+// parse from the last ')'.
+func (h Host) stat(pid int) (procStat, error) {
+	b, err := os.ReadFile(h.proc() + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return procStat{}, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, errors.New("malformed stat")
+		return procStat{}, errors.New("malformed stat")
 	}
 	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is field 3 (state); field 22 is fields[19].
+	// fields[0] is field 3 (state), fields[2] field 5, fields[19] field 22.
 	if len(fields) < 20 || len(fields[0]) != 1 {
-		return 0, 0, errors.New("malformed stat")
+		return procStat{}, errors.New("malformed stat")
 	}
-	start, err = strconv.ParseUint(fields[19], 10, 64)
-	return start, fields[0][0], err
+	pgrp, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return procStat{}, errors.New("malformed stat")
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return procStat{}, errors.New("malformed stat")
+	}
+	return procStat{state: fields[0][0], pgrp: pgrp, start: start}, nil
 }
 
 // sameHost reports whether o ran on this machine and in this PID namespace,
@@ -71,27 +96,51 @@ func (h Host) sameHost(o ledger.Owner) bool {
 
 // OwnerDead reports whether o is known to be gone: it ran on this host and
 // its pid no longer exists, is a zombie, or belongs to a later process.
-// An owner on another host is never known dead (only its lease frees it).
+// An owner on another host (or in another PID namespace) is never known
+// dead: only its lease frees it.
 func (h Host) OwnerDead(o ledger.Owner) bool {
 	if !h.sameHost(o) || o.PID <= 0 {
 		return false
 	}
-	start, state, err := h.procStat(o.PID)
+	st, err := h.stat(o.PID)
 	if err != nil {
 		return errors.Is(err, os.ErrNotExist)
 	}
-	return state == 'Z' || state == 'X' || start != o.StartTime
+	return st.gone() || st.start != o.StartTime
 }
 
-// groupAlive reports whether the abandoned child's process group may still
-// hold processes that belong to it. A group whose leader pid lives on with
-// another start time was reused by someone else: leave it alone.
+// groupAlive reports whether the abandoned owner's child process group
+// still has a running member on this host. A group whose leader pid lives
+// on with another start time was reused by someone else: leave it alone.
 func (h Host) groupAlive(o ledger.Owner) bool {
 	if !h.sameHost(o) || o.ChildPGID <= 1 {
 		return false
 	}
-	if start, _, err := h.procStat(o.ChildPGID); err == nil && o.ChildStart != 0 && start != o.ChildStart {
+	if st, err := h.stat(o.ChildPGID); err == nil && o.ChildStart != 0 && st.start != o.ChildStart {
 		return false
 	}
-	return syscall.Kill(-o.ChildPGID, 0) == nil
+	return h.groupLive(o.ChildPGID)
+}
+
+// groupLive reports whether process group pgid has a member that has not
+// exited. Zombies do not count: orphans are reparented to a PID 1 that may
+// never reap them, and kill(-pgid, 0) succeeds as long as one is left.
+func (h Host) groupLive(pgid int) bool {
+	if pgid <= 1 || syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	dir, err := os.ReadDir(h.proc())
+	if err != nil {
+		return true // cannot tell zombies apart: trust kill
+	}
+	for _, e := range dir {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := h.stat(pid); err == nil && st.pgrp == pgid && !st.gone() {
+			return true
+		}
+	}
+	return false
 }

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,11 +58,16 @@ type Options struct {
 	Lease       time.Duration
 	KillGrace   time.Duration
 	Timeout     time.Duration // per attempt; 0: none
-	Deadline    time.Duration // whole invocation; 0: none
+	Deadline    time.Duration // whole invocation, waiting included; 0: none
 	TTL         time.Duration
 	MaxOutput   int64
 	NoOutput    bool
 	StdoutMode  StdoutMode
+	// Wait makes a run that finds a live owner wait for it (polling with
+	// backoff) instead of returning *BusyError; WaitTimeout bounds the wait
+	// (0: none).
+	Wait        bool
+	WaitTimeout time.Duration
 	// Stdin is given to the child as is (--stdin pass); SpooledStdin, when
 	// non-nil, is given whole to every attempt instead (--stdin spool).
 	Stdin        *os.File
@@ -96,11 +103,16 @@ type Result struct {
 	Started  time.Time
 	Finished time.Time
 	// Signal is set when idem was interrupted; idem exits 128+N.
-	Signal          syscall.Signal
-	TimedOut        bool
-	TookOver        bool
+	Signal   syscall.Signal
+	TimedOut bool // the last attempt was stopped at --timeout or --deadline
+	TookOver bool
+	// Waited is how long the invocation waited for another owner (--wait).
+	Waited          time.Duration
 	StdoutTruncated bool
 	StderrTruncated bool
+	// Warnings are for the user (bad IDEM_RETRY_AFTER content); the runner
+	// prints nothing itself.
+	Warnings []string
 }
 
 // BusyError is returned when a live owner holds the key.
@@ -112,6 +124,58 @@ func (e *BusyError) Error() string {
 	return fmt.Sprintf("key %q is in progress", e.Record.Key)
 }
 
+// WaitTimeoutError is returned when --wait gave up: --wait-timeout, or the
+// deadline (Deadline), came while a live owner still held the key. Nothing
+// ran and the record was not touched.
+type WaitTimeoutError struct {
+	Record   *ledger.Record // the holder, as last seen
+	Waited   time.Duration
+	Deadline bool
+}
+
+func (e *WaitTimeoutError) Error() string {
+	return fmt.Sprintf("gave up waiting for key %q after %s", e.Record.Key, e.Waited.Round(time.Millisecond))
+}
+
+// DeadlineError is returned when the deadline passed before the first
+// attempt of this invocation could start: nothing ran, the reservation was
+// released.
+type DeadlineError struct{ Key string }
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("the deadline passed before key %q could run", e.Key)
+}
+
+// InterruptedError is returned when idem was signalled before any attempt
+// of this invocation started (while waiting, or right after reserving):
+// nothing ran, and the record is as it was.
+type InterruptedError struct {
+	Key     string
+	Signal  syscall.Signal
+	Waiting bool
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted by %s before key %q ran", e.Signal, e.Key)
+}
+
+// LeaseLostError is returned when a fenced write matched no row: another run
+// took the key over. Nothing was written; when Stopped, idem stopped its
+// running child. It wraps ledger.ErrLeaseLost.
+type LeaseLostError struct {
+	Key     string
+	Stopped bool
+}
+
+func (e *LeaseLostError) Error() string { return ledger.ErrLeaseLost.Error() }
+func (e *LeaseLostError) Unwrap() error { return ledger.ErrLeaseLost }
+func leaseLost(key string, stopped bool, err error) error {
+	if errors.Is(err, ledger.ErrLeaseLost) {
+		return &LeaseLostError{Key: key, Stopped: stopped}
+	}
+	return err
+}
+
 // LeaseLapsedError is returned when idem could not renew its lease before
 // it lapsed; the child was stopped.
 type LeaseLapsedError struct{ Err error }
@@ -119,38 +183,121 @@ type LeaseLapsedError struct{ Err error }
 func (e *LeaseLapsedError) Error() string { return "could not renew the lease: " + e.Err.Error() }
 func (e *LeaseLapsedError) Unwrap() error { return e.Err }
 
+// waitPolicy paces --wait's polls: quick at first (most holders finish
+// fast), then at most one read a second per waiter, jittered so that many
+// waiters spread out.
+func waitPolicy() backoff.Policy {
+	return backoff.Policy{Initial: 20 * time.Millisecond, Multiplier: 1.5, Max: time.Second, Jitter: 0.5}
+}
+
 // Run executes one invocation. Errors: *ledger.MismatchError, *BusyError,
-// *StartError (nothing ran, nothing kept), ledger.ErrLeaseLost (the child
-// was stopped, nothing written), *LeaseLapsedError, *ledger.StoreError.
+// *WaitTimeoutError, *DeadlineError, *InterruptedError and *StartError
+// (nothing ran, nothing kept), *LeaseLostError (nothing written; the child
+// was stopped if it ran), *LeaseLapsedError (the child was stopped),
+// *ledger.StoreError.
 func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	started := r.Clock.Now()
+	var deadline time.Time
+	if o.Deadline > 0 {
+		deadline = started.Add(o.Deadline)
+	}
 	testOnlyCrash("before-reserve")
-	resv, err := r.Ledger.Reserve(ctx, ledger.ReserveRequest{
-		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
-		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
-	})
+	resv, err := r.reserve(ctx, o, started, deadline)
 	if err != nil {
 		return nil, err
 	}
 	testOnlyCrash("after-reserve")
-	if resv.Abandoned != nil {
-		r.stopGroup(ctx, *resv.Abandoned, o.KillGrace)
-	}
+	waited := r.Clock.Now().Sub(started)
 	switch resv.Outcome {
 	case ledger.Replay:
+		if resv.Abandoned != nil {
+			// The lost attempt was the last of the budget; its group must
+			// still go.
+			if err := r.stopGroup(ctx, o.Key, *resv.Abandoned, o.KillGrace, nil); err != nil {
+				return nil, err
+			}
+		}
 		rec := resv.Record
 		return &Result{Key: o.Key, Status: rec.Status, Replayed: true, Record: rec, Attempts: rec.Attempts,
 			ExitCode: rec.ExitCode, Source: rec.ExitSource, Started: started, Finished: r.Clock.Now(),
-			TookOver: resv.Abandoned != nil, StdoutTruncated: rec.StdoutTruncated, StderrTruncated: rec.StderrTruncated}, nil
+			TookOver: resv.Abandoned != nil, Waited: waited,
+			StdoutTruncated: rec.StdoutTruncated, StderrTruncated: rec.StderrTruncated}, nil
 	case ledger.Busy:
 		return nil, &BusyError{Record: resv.Record}
 	}
-	inv := &invocation{r: r, o: o, started: started, token: resv.Token, n: resv.Attempt, attemptID: resv.AttemptID,
-		res: &Result{Key: o.Key, Started: started, Source: "child", TookOver: resv.Abandoned != nil}}
-	if o.Deadline > 0 {
-		inv.deadline = started.Add(o.Deadline)
+	inv := &invocation{r: r, o: o, started: started, deadline: deadline, token: resv.Token, n: resv.Attempt,
+		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
+		res: &Result{Key: o.Key, Started: started, Source: "child", TookOver: resv.Abandoned != nil, Waited: waited}}
+	if resv.Abandoned != nil {
+		// Before anything runs, the abandoned owner's child must be gone:
+		// two executions never overlap.
+		if err := r.stopGroup(ctx, o.Key, *resv.Abandoned, o.KillGrace, inv); err != nil {
+			return nil, err
+		}
 	}
 	return inv.run(ctx, resv.Prev)
+}
+
+// reserve asks the ledger for the key; with --wait it polls, with backoff
+// and without writing, while a live owner holds it, and asks again once the
+// holder looks done (finished, lease expired, or dead on this host).
+func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, error) {
+	req := ledger.ReserveRequest{
+		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
+		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
+	}
+	var giveUp time.Time
+	byDeadline := false
+	if o.WaitTimeout > 0 {
+		giveUp = started.Add(o.WaitTimeout)
+	}
+	if !deadline.IsZero() && (giveUp.IsZero() || deadline.Before(giveUp)) {
+		giveUp, byDeadline = deadline, true
+	}
+	poll := 0
+	for {
+		resv, err := r.Ledger.Reserve(ctx, req)
+		if err != nil || resv.Outcome != ledger.Busy || !o.Wait {
+			return resv, err
+		}
+		holder := resv.Record
+		for {
+			now := r.Clock.Now()
+			if !giveUp.IsZero() && !now.Before(giveUp) {
+				return nil, &WaitTimeoutError{Record: holder, Waited: now.Sub(started), Deadline: byDeadline}
+			}
+			poll++
+			d := waitPolicy().Delay(poll, r.Rand)
+			if !giveUp.IsZero() {
+				d = min(d, giveUp.Sub(now))
+			}
+			select {
+			case <-r.Clock.After(d):
+			case s := <-r.Signals:
+				return nil, &InterruptedError{Key: o.Key, Signal: toSignal(s), Waiting: true}
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			rec, err := r.Ledger.Get(ctx, o.Key)
+			if errors.Is(err, ledger.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if rec.Status != ledger.StatusInProgress || !r.Clock.Now().Before(rec.LeaseExpiry) || r.Host.OwnerDead(rec.Owner) {
+				break
+			}
+			holder = rec
+		}
+	}
+}
+
+func toSignal(s os.Signal) syscall.Signal {
+	if sig, ok := s.(syscall.Signal); ok {
+		return sig
+	}
+	return syscall.SIGTERM
 }
 
 // invocation is the state of one Run that owns its key.
@@ -165,55 +312,70 @@ type invocation struct {
 	res       *Result
 	// leaseUntil is when our lease lapses unless renewed.
 	leaseUntil time.Time
+	// pending is the running attempt's group while the ledger does not know
+	// it (SetChild failed with an I/O error: retried with the renewals).
+	pending *pendingChild
+	// signalled is a signal idem took while stopping an abandoned group.
+	signalled  syscall.Signal
 	retryAfter string // IDEM_RETRY_AFTER file
 }
 
 // attemptEnd is how one attempt ended.
 type attemptEnd struct {
-	code     int
-	class    string
-	signal   syscall.Signal // idem was interrupted
-	timedOut bool
-	stdout   *capture
-	stderr   *capture
-	held     *spool // --stdout final
+	code       int
+	class      string
+	signal     syscall.Signal // idem was interrupted
+	timedOut   bool           // idem stopped it at --timeout or the deadline
+	byDeadline bool           // ... and it was the deadline
+	stdout     *capture
+	stderr     *capture
+	held       *spool // --stdout final
 }
 
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
 	r, o := inv.r, inv.o
-	inv.leaseUntil = r.Clock.Now().Add(o.Lease)
 	if f, err := os.CreateTemp("", "idem-retry-after-*"); err == nil {
 		f.Close()
 		inv.retryAfter = f.Name()
 		defer os.Remove(inv.retryAfter)
 	}
-	first := true
+	var last *attemptEnd // the previous attempt of this invocation
 	for {
+		if last == nil {
+			// Nothing ran yet: an interruption or a passed deadline gives
+			// the key back as it was.
+			if err := inv.mayStart(ctx); err != nil {
+				if rerr := r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev); rerr != nil {
+					return nil, leaseLost(o.Key, false, rerr)
+				}
+				return nil, err
+			}
+		}
 		end, err := inv.attempt(ctx)
 		var se *StartError
 		if errors.As(err, &se) {
-			if first {
+			if last == nil {
 				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev)
 			} else {
 				// An earlier attempt of this invocation ran: keep it,
 				// retryable; the one that never started does not count.
 				now := r.Clock.Now()
 				kept := &ledger.Snapshot{Status: ledger.StatusRetryable, Attempts: inv.n - 1, MaxAttempts: o.MaxAttempts,
-					ExitCode: inv.res.ExitCode, HasExit: true, Finished: now}
+					ExitCode: last.code, HasExit: true, Finished: now}
 				if o.TTL > 0 {
 					kept.Expires = now.Add(o.TTL)
 				}
 				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, kept)
 			}
 			if err != nil {
-				return nil, err
+				return nil, leaseLost(o.Key, false, err)
 			}
 			return nil, se
 		}
 		if err != nil {
 			return nil, err
 		}
-		first = false
+		last = end
 		testOnlyCrash("after-child-exit")
 		inv.res.Ran++
 		inv.res.ExitCode = end.code
@@ -223,79 +385,129 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			return inv.done(ctx, ledger.StatusSucceeded, end)
 		case end.class == ledger.ClassPermanent, !budgetLeft:
 			return inv.done(ctx, ledger.StatusFailed, end)
-		case end.signal != 0 || end.timedOut && inv.pastDeadline():
+		case end.signal != 0, end.byDeadline:
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
 		delay := inv.nextDelay()
 		if !inv.deadline.IsZero() && r.Clock.Now().Add(delay).After(inv.deadline) {
+			// A backoff that would pass the deadline is not started.
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
-		if err := r.Ledger.EndAttempt(ctx, o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
-			return nil, err
+		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
+			return nil, leaseLost(o.Key, false, err)
 		}
 		testOnlyCrash("after-end-attempt")
 		if end.held != nil {
 			end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
+			end.held = nil
 		}
-		if sig, err := inv.sleep(ctx, delay); err != nil {
-			return nil, err
-		} else if sig != 0 {
-			inv.res.Signal = sig
-			return inv.done(ctx, ledger.StatusRetryable, &attemptEnd{code: end.code, class: end.class, stdout: end.stdout, stderr: end.stderr})
-		}
-		n, id, err := r.Ledger.StartAttempt(ctx, o.Key, inv.token, o.Lease)
+		sig, err := inv.sleep(ctx, delay)
 		if err != nil {
 			return nil, err
 		}
+		if sig != 0 {
+			inv.res.Signal = sig
+			return inv.done(ctx, ledger.StatusRetryable, end)
+		}
+		if inv.pastDeadline() {
+			return inv.done(ctx, ledger.StatusRetryable, end)
+		}
+		before := r.Clock.Now()
+		n, id, err := r.Ledger.StartAttempt(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
+		if err != nil {
+			return nil, leaseLost(o.Key, false, err)
+		}
 		inv.n, inv.attemptID = n, id
-		inv.leaseUntil = r.Clock.Now().Add(o.Lease)
+		inv.leaseUntil = before.Add(o.Lease)
 	}
+}
+
+// mayStart says why the first attempt must not start: idem was signalled
+// (while reserving, or stopping an abandoned group), or the deadline passed.
+func (inv *invocation) mayStart(ctx context.Context) error {
+	if inv.signalled != 0 {
+		return &InterruptedError{Key: inv.o.Key, Signal: inv.signalled}
+	}
+	select {
+	case s := <-inv.r.Signals:
+		return &InterruptedError{Key: inv.o.Key, Signal: toSignal(s)}
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if inv.pastDeadline() {
+		return &DeadlineError{Key: inv.o.Key}
+	}
+	return nil
 }
 
 func (inv *invocation) pastDeadline() bool {
 	return !inv.deadline.IsZero() && !inv.r.Clock.Now().Before(inv.deadline)
 }
 
+// retryAfterMax bounds what idem reads from the IDEM_RETRY_AFTER file.
+const retryAfterMax = 256
+
 // nextDelay is the backoff after attempt n, or what the child asked for in
-// IDEM_RETRY_AFTER, capped by --max-delay.
+// IDEM_RETRY_AFTER, capped by --max-delay. Unreadable content is ignored
+// with a warning.
 func (inv *invocation) nextDelay() time.Duration {
 	d := inv.o.Backoff.Delay(inv.n, inv.r.Rand)
 	if inv.retryAfter == "" {
 		return d
 	}
-	b, err := os.ReadFile(inv.retryAfter)
-	if err != nil || len(b) == 0 {
+	f, err := os.Open(inv.retryAfter)
+	if err != nil {
 		return d
 	}
-	os.Truncate(inv.retryAfter, 0)
+	b, _ := io.ReadAll(io.LimitReader(f, retryAfterMax+1))
+	f.Close()
+	if len(b) == 0 {
+		return d
+	}
+	os.Truncate(inv.retryAfter, 0) // one request, one delay
 	asked, err := parseRetryAfter(string(b))
-	if err != nil {
+	if err != nil || len(b) > retryAfterMax {
+		shown := string(b)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		inv.res.Warnings = append(inv.res.Warnings, fmt.Sprintf(
+			"attempt %d wrote %q to IDEM_RETRY_AFTER: not a duration (want e.g. 30s, 1m or a number of seconds); ignored", inv.n, shown))
 		return d
 	}
 	return min(asked, inv.o.Backoff.Max)
 }
 
-// parseRetryAfter accepts a Go duration ("30s", "1m") or plain seconds.
+// parseRetryAfter accepts a duration ("30s", "1m", "1d") or plain,
+// possibly fractional, seconds ("30", "1.5").
 func parseRetryAfter(s string) (time.Duration, error) {
-	s = trimSpace(s)
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
+	s = strings.TrimSpace(s)
+	if plainSeconds(s) {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f >= math.MaxInt64/float64(time.Second) {
+			return 0, fmt.Errorf("%q: out of range", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
 	}
-	d, err := flagval.ParseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	return d, nil
+	return flagval.ParseDuration(s)
 }
 
-func trimSpace(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\n' || s[0] == '\t' || s[0] == '\r') {
-		s = s[1:]
+// plainSeconds reports whether s is digits with at most one '.'.
+func plainSeconds(s string) bool {
+	digits, dots := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case '0' <= s[i] && s[i] <= '9':
+			digits++
+		case s[i] == '.':
+			dots++
+		default:
+			return false
+		}
 	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\n' || s[len(s)-1] == '\t' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
+	return digits > 0 && dots <= 1
 }
 
 // done records the outcome and completes the result.
@@ -311,7 +523,7 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 		if end.held != nil {
 			end.held.discard()
 		}
-		return nil, err
+		return nil, leaseLost(inv.o.Key, false, err)
 	}
 	testOnlyCrash("after-finish")
 	if end.held != nil {
@@ -336,6 +548,7 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 	}
 	if end != nil && end.timedOut {
 		req.ExitSource = "idem"
+		inv.res.Source = "idem"
 	}
 	// The outcome must be written even when idem is being stopped.
 	testOnlyCrash("before-finish")
