@@ -37,6 +37,8 @@ type runOptions struct {
 	killGrace      time.Duration
 	timeout        time.Duration
 	deadline       time.Duration
+	wait           bool
+	waitTimeout    time.Duration
 	ttl            time.Duration
 	maxOutput      int64
 	noOutput       bool
@@ -106,6 +108,8 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.killGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
 	f.Var(flagval.NewDuration(&o.deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
 	f.Var(flagval.NewDuration(&o.lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
+	f.BoolVar(&o.wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
+	f.Var(flagval.NewDuration(&o.waitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
 	f.Var(flagval.NewDuration(&o.ttl, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
 	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
 	f.StringVar(&o.payloadFile, "payload-file", "", "read the payload from FILE")
@@ -227,6 +231,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		Key: o.key, Argv: o.argv, Fingerprint: fp, MaxAttempts: o.maxAttempts, RerunFailed: o.rerunFailed,
 		Success: o.success, Transient: o.transient, Backoff: o.policy, Lease: o.lease, KillGrace: o.killGrace,
 		Timeout: o.timeout, Deadline: o.deadline, TTL: o.ttl, MaxOutput: o.maxOutput, NoOutput: o.noOutput,
+		Wait: o.wait || o.waitTimeout > 0, WaitTimeout: o.waitTimeout,
 		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: stderr,
 	}
 	if o.stdoutMode == "final" {
@@ -236,6 +241,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	o.result = res
 	if err != nil {
 		return runError(err, o)
+	}
+	for _, w := range res.Warnings {
+		u.warnf("%s", w)
 	}
 	a.exitCode = render(a, u, res)
 	return nil
@@ -264,10 +272,14 @@ func render(a *app, u *ui, res *runner.Result) int {
 	case res.Signal != 0:
 		u.noticef("%s: interrupted by %s; recorded as %s after attempt %d", res.Key, signalName(res.Signal), res.Status, res.Attempts)
 		return 128 + int(res.Signal)
+	case res.Status == ledger.StatusFailed && res.TimedOut:
+		u.noticef("%s: attempt %d timed out, exit %d; recorded as failed", res.Key, res.Attempts, code)
 	case res.Status == ledger.StatusFailed && res.Attempts > 1:
 		u.noticef("%s: failed after %d attempts, exit %d", res.Key, res.Attempts, code)
+	case res.Status == ledger.StatusRetryable && res.TimedOut:
+		u.noticef("%s: attempt %d stopped at the deadline, exit %d; recorded as retryable", res.Key, res.Attempts, code)
 	case res.Status == ledger.StatusRetryable:
-		u.noticef("%s: attempt %d stopped (exit %d); recorded as retryable", res.Key, res.Attempts, code)
+		u.noticef("%s: attempt %d exited %d and the deadline leaves no time for another; recorded as retryable", res.Key, res.Attempts, code)
 	}
 	return code
 }
@@ -311,6 +323,10 @@ func runError(err error, o *runOptions) error {
 		busy     *runner.BusyError
 		start    *runner.StartError
 		lapsed   *runner.LeaseLapsedError
+		waited   *runner.WaitTimeoutError
+		late     *runner.DeadlineError
+		intr     *runner.InterruptedError
+		lost     *runner.LeaseLostError
 	)
 	switch {
 	case errors.As(err, &mismatch):
@@ -328,9 +344,34 @@ func runError(err error, o *runOptions) error {
 	case errors.As(err, &start):
 		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded",
 			hint: "check the command's name, PATH and permissions"}
-	case errors.Is(err, ledger.ErrLeaseLost):
+	case errors.As(err, &waited):
+		rec := waited.Record
+		why := "--wait-timeout " + o.waitTimeout.String()
+		if waited.Deadline {
+			why = "--deadline " + o.deadline.String()
+		}
 		return &exitError{code: ExitTempFail,
-			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over; the command was stopped and nothing was recorded", o.key),
+			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
+				why, rec.Key, rec.Owner.Host, rec.Owner.PID, rec.Attempts, rec.MaxAttempts),
+			hint: "retry later, or wait longer"}
+	case errors.As(err, &late):
+		return &exitError{code: ExitTempFail,
+			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.deadline, late.Key),
+			hint: "retry later, or allow a longer --deadline"}
+	case errors.As(err, &intr):
+		msg := fmt.Sprintf("interrupted by %s before key %q ran; nothing ran", signalName(intr.Signal), intr.Key)
+		if intr.Waiting {
+			msg = fmt.Sprintf("interrupted by %s while waiting for key %q; nothing ran and the record was not touched",
+				signalName(intr.Signal), intr.Key)
+		}
+		return &exitError{code: 128 + int(intr.Signal), msg: msg}
+	case errors.Is(err, ledger.ErrLeaseLost):
+		what := "its result was not recorded"
+		if errors.As(err, &lost) && lost.Stopped {
+			what = "the command was stopped and nothing was recorded"
+		}
+		return &exitError{code: ExitTempFail,
+			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over; %s", o.key, what),
 			hint: "raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
 	case errors.As(err, &lapsed):
 		hint := "check the ledger's disk and permissions"

@@ -297,8 +297,24 @@ func notLedger(path string) error {
 }
 
 func (s *SQLite) initialise(ctx context.Context) error {
+	// Processes that open a new ledger at once all switch it to WAL. The
+	// switch upgrades a read lock to a write lock within one statement, and
+	// SQLite answers BUSY at once, without its busy timeout, while another
+	// process holds the write lock. Wait for that lock with an empty
+	// BEGIN IMMEDIATE (which does use the busy timeout), then try again:
+	// by then the winner has switched the file.
 	var mode string
-	if err := s.conn.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
+	var err error
+	for try := 0; try < busyRetries*4; try++ {
+		err = s.conn.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+		if !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+		if tx, berr := s.conn.BeginTx(ctx, nil); berr == nil {
+			tx.Rollback()
+		}
+	}
+	if err != nil {
 		return storeErr("initialise", s.path, err)
 	}
 	if mode != "wal" {
