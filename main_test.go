@@ -31,6 +31,15 @@ func TestMain(m *testing.M) {
 		"writebin": writebin,
 		"appendto": appendto,
 		"listfds":  listfds, // reliability_test.go
+		// crash-safety helpers (leases_test.go)
+		"crashjob":   crashjob,
+		"bgholder":   bgholder,
+		"retryafter": retryafter,
+		"slowflaky":  slowflaky,
+		"trapexit":   trapexit,
+		"slowappend": slowappend,
+		"gate":       gate,
+		"fgcheck":    fgcheck,
 		// operators' helpers (operators_test.go)
 		"seedrecord": seedrecord,
 	})
@@ -52,6 +61,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
 			"filemode": cmdFilemode,
+			"waitfile": cmdWaitfile,
 			// operators' checks (operators_test.go)
 			"jsonfield": cmdJSONField,
 			"jsonkeys":  cmdJSONKeys,
