@@ -42,6 +42,8 @@ func TestMain(m *testing.M) {
 		"fgcheck":    fgcheck,
 		// operators' helpers (operators_test.go)
 		"seedrecord": seedrecord,
+		// an HTTP API stand-in for the README's webhook example (readme_test.go)
+		"httpsink": httpsink,
 	})
 }
 
