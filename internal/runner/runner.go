@@ -68,12 +68,50 @@ type Options struct {
 	// (0: none).
 	Wait        bool
 	WaitTimeout time.Duration
+	// Progress, when set, is told when a backoff starts, at every poll of
+	// --wait, and when either is over (EventResume), so that the command
+	// line can show a status line. The runner itself prints nothing.
+	Progress func(Event)
 	// Stdin is given to the child as is (--stdin pass); SpooledStdin, when
 	// non-nil, is given whole to every attempt instead (--stdin spool).
 	Stdin        *os.File
 	SpooledStdin []byte
 	Stdout       io.Writer
 	Stderr       io.Writer
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventBackoff: attempt Attempt exited ExitCode (transient); the next
+	// starts after Delay.
+	EventBackoff EventKind = iota + 1
+	// EventWait: the key is held by Holder (attempt Attempt of
+	// MaxAttempts); the next look is after Delay, Waited so far.
+	EventWait
+	// EventResume: the backoff or the wait is over; what follows is
+	// output of the command or idem's own lines.
+	EventResume
+)
+
+// Event is progress while a person may be waiting (Options.Progress).
+type Event struct {
+	Kind        EventKind
+	Key         string
+	Attempt     int
+	MaxAttempts int
+	ExitCode    int
+	Delay       time.Duration
+	Waited      time.Duration
+	Holder      ledger.Owner
+}
+
+func (o Options) progress(e Event) {
+	if o.Progress != nil {
+		e.Key = o.Key
+		o.Progress(e)
+	}
 }
 
 // Runner runs invocations against one ledger.
@@ -203,6 +241,9 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	testOnlyCrash("before-reserve")
 	resv, err := r.reserve(ctx, o, started, deadline)
+	if o.Wait {
+		o.progress(Event{Kind: EventResume})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +312,8 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			if !giveUp.IsZero() {
 				d = min(d, giveUp.Sub(now))
 			}
+			o.progress(Event{Kind: EventWait, Attempt: holder.Attempts, MaxAttempts: holder.MaxAttempts,
+				Delay: d, Waited: now.Sub(started), Holder: holder.Owner})
 			select {
 			case <-r.Clock.After(d):
 			case s := <-r.Signals:
@@ -401,7 +444,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
 			end.held = nil
 		}
+		o.progress(Event{Kind: EventBackoff, Attempt: inv.n, MaxAttempts: o.MaxAttempts, ExitCode: end.code, Delay: delay})
 		sig, err := inv.sleep(ctx, delay)
+		o.progress(Event{Kind: EventResume})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,127 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/idemhq/idem/internal/runner"
+)
+
+// clearLine returns the cursor to the start of the line and erases it.
+const clearLine = "\r\x1b[K"
+
+// progress renders runner events as one status line on a terminal's
+// stderr, rewritten in place (carriage return, erase) and erased when the
+// backoff or wait is over, so that nothing of it stays in the scrollback.
+// During a backoff it counts down once a second.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	now   func() time.Time
+	fresh func()        // starts a line of its own before the first status line
+	shown string        // the line on screen, "" for none
+	stop  chan struct{} // ends the countdown of the current backoff
+}
+
+// newProgress returns the Options.Progress callback for stderr, or nil
+// when stderr is not a terminal (or --quiet): logs and pipes get no
+// status lines.
+func newProgress(w io.Writer, terminal, quiet bool, fresh func()) func(runner.Event) {
+	if !terminal || quiet {
+		return nil
+	}
+	p := &progress{w: w, now: time.Now, fresh: fresh}
+	return p.event
+}
+
+func (p *progress) event(e runner.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop != nil {
+		close(p.stop)
+		p.stop = nil
+	}
+	switch e.Kind {
+	case runner.EventResume:
+		p.show("")
+	case runner.EventWait:
+		p.show(statusLine(e, e.Delay))
+	case runner.EventBackoff:
+		p.show(statusLine(e, e.Delay))
+		until := p.now().Add(e.Delay)
+		stop := make(chan struct{})
+		p.stop = stop
+		go p.countdown(e, until, stop)
+	}
+}
+
+// countdown rewrites the backoff's line every second until stopped.
+func (p *progress) countdown(e runner.Event, until time.Time, stop chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if p.stop == stop {
+			p.show(statusLine(e, until.Sub(p.now())))
+		}
+		p.mu.Unlock()
+	}
+}
+
+// show replaces the status line with line ("" erases it). Called with mu held.
+func (p *progress) show(line string) {
+	if line == p.shown {
+		return
+	}
+	if p.shown == "" && p.fresh != nil {
+		p.fresh() // the command's last output did not end its line
+	}
+	if line == "" {
+		io.WriteString(p.w, clearLine)
+	} else {
+		io.WriteString(p.w, clearLine+line)
+	}
+	p.shown = line
+}
+
+// stderrIsTerminal says whether a person watches idem's stderr.
+func (a *app) stderrIsTerminal() bool {
+	f, ok := a.stderr.(*os.File)
+	return ok && isTerminal(f) && a.getenv("TERM") != "dumb"
+}
+
+// statusLine is the text of the status line; left is the time until the
+// next attempt or look.
+func statusLine(e runner.Event, left time.Duration) string {
+	switch e.Kind {
+	case runner.EventBackoff:
+		return fmt.Sprintf("idem: %s: attempt %d/%d exited %d; next try in %s",
+			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, seconds(left))
+	case runner.EventWait:
+		return fmt.Sprintf("idem: %s: waiting for %s pid %d (attempt %d/%d), %s so far",
+			e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts, seconds(e.Waited))
+	}
+	return ""
+}
+
+// seconds renders a wait for people: whole seconds, rounded up (a 300ms
+// backoff is "1s", never "0s"), minutes past 99s.
+func seconds(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 100 {
+		return fmt.Sprintf("%ds", s)
+	}
+	return fmt.Sprintf("%dm%02ds", s/60, s%60)
+}

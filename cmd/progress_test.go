@@ -1,0 +1,69 @@
+package cmd
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner"
+)
+
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	var b bytes.Buffer
+	if newProgress(&b, false, false, nil) != nil {
+		t.Error("a progress callback for a stderr that is not a terminal")
+	}
+	if newProgress(&b, true, true, nil) != nil {
+		t.Error("a progress callback with --quiet")
+	}
+	if newProgress(&b, true, false, nil) == nil {
+		t.Error("no progress callback on a terminal")
+	}
+}
+
+func TestProgressRendersOneLineInPlace(t *testing.T) {
+	var b bytes.Buffer
+	fresh := 0
+	p := &progress{w: &b, now: func() time.Time { return time.Unix(1000, 0) }, fresh: func() { fresh++ }}
+	events := []runner.Event{
+		{Kind: runner.EventWait, Key: "evt:4711", Attempt: 1, MaxAttempts: 3, Delay: 20 * time.Millisecond,
+			Holder: ledger.Owner{Host: "web-2", PID: 4242}},
+		{Kind: runner.EventWait, Key: "evt:4711", Attempt: 1, MaxAttempts: 3, Delay: 30 * time.Millisecond,
+			Holder: ledger.Owner{Host: "web-2", PID: 4242}}, // the same text: not written again
+		{Kind: runner.EventWait, Key: "evt:4711", Attempt: 2, MaxAttempts: 3, Delay: time.Second, Waited: 12300 * time.Millisecond,
+			Holder: ledger.Owner{Host: "web-2", PID: 4242}},
+		{Kind: runner.EventResume},
+		{Kind: runner.EventBackoff, Key: "evt:4711", Attempt: 1, MaxAttempts: 5, ExitCode: 75, Delay: 2500 * time.Millisecond},
+		{Kind: runner.EventResume},
+		{Kind: runner.EventResume}, // nothing shown: nothing written
+	}
+	for _, e := range events {
+		p.event(e)
+	}
+	want := "\r\x1b[Kidem: evt:4711: waiting for web-2 pid 4242 (attempt 1/3), 0s so far" +
+		"\r\x1b[Kidem: evt:4711: waiting for web-2 pid 4242 (attempt 2/3), 13s so far" +
+		"\r\x1b[K" +
+		"\r\x1b[Kidem: evt:4711: attempt 1/5 exited 75; next try in 3s" +
+		"\r\x1b[K"
+	if got := b.String(); got != want {
+		t.Errorf("rendered\n%q\nwant\n%q", got, want)
+	}
+	if fresh != 2 {
+		t.Errorf("fresh line asked %d times, want 2 (once per status line shown from nothing)", fresh)
+	}
+	if p.stop != nil {
+		t.Error("the backoff's countdown was not stopped at resume")
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", -time.Second: "0s", time.Millisecond: "1s", time.Second: "1s", 1500 * time.Millisecond: "2s",
+		99 * time.Second: "99s", 100 * time.Second: "1m40s", time.Hour: "60m00s",
+	} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
