@@ -2,8 +2,15 @@ package cmd
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner"
@@ -65,5 +72,48 @@ func TestSeconds(t *testing.T) {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestProgressOnARealTerminal runs idem with stderr on a pseudo-terminal:
+// a transient failure's backoff shows the status line, then erases it.
+func TestProgressOnARealTerminal(t *testing.T) {
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("ptsname: %v", err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("open pts: %v", err)
+	}
+	defer slave.Close()
+	read := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(master) // EIO once the slave is closed
+		read <- b
+	}()
+	dir := t.TempDir()
+	t.Setenv("IDEM_LEDGER", filepath.Join(dir, "ledger.db"))
+	t.Setenv("NO_COLOR", "1")
+	var stdout bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--key", "evt:tty:1", "--initial-delay", "100ms", "--jitter", "0",
+		"--", "sh", "-c", `[ "$IDEM_ATTEMPT" = 2 ] || exit 75; echo done`}, &stdout, slave)
+	slave.Close()
+	out := string(<-read)
+	if code != 0 || stdout.String() != "done\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), out)
+	}
+	// the terminal turns \n into \r\n; the status line is written, then erased
+	want := "\r\x1b[Kidem: evt:tty:1: attempt 1/3 exited 75; next try in 1s\r\x1b[K"
+	if out != want {
+		t.Errorf("the terminal got %q, want %q", out, want)
 	}
 }
