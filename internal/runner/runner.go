@@ -221,11 +221,12 @@ type LeaseLapsedError struct{ Err error }
 func (e *LeaseLapsedError) Error() string { return "could not renew the lease: " + e.Err.Error() }
 func (e *LeaseLapsedError) Unwrap() error { return e.Err }
 
-// waitPolicy paces --wait's polls: quick at first (most holders finish
-// fast), then at most one read a second per waiter, jittered so that many
-// waiters spread out.
+// waitPolicy paces --wait's polls (plain reads, no write lock): quick at
+// first and growing slowly (most holders finish within a second), then at
+// most one read a second per waiter, jittered so that many waiters spread
+// out.
 func waitPolicy() backoff.Policy {
-	return backoff.Policy{Initial: 20 * time.Millisecond, Multiplier: 1.5, Max: time.Second, Jitter: 0.5}
+	return backoff.Policy{Initial: 10 * time.Millisecond, Multiplier: 1.25, Max: time.Second, Jitter: 0.5}
 }
 
 // Run executes one invocation. Errors: *ledger.MismatchError, *BusyError,
