@@ -343,8 +343,11 @@ func runError(err error, o *runOptions) error {
 				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
 	case errors.As(err, &start):
-		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded",
-			hint: "check the command's name, PATH and permissions"}
+		hint := "check the command's name and PATH, or give its full path"
+		if start.Code == ExitCannotExec {
+			hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
+		}
+		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded", hint: hint}
 	case errors.As(err, &waited):
 		rec := waited.Record
 		why := "--wait-timeout " + o.waitTimeout.String()

@@ -27,7 +27,12 @@ func (e *StartError) Error() string {
 	if e.Code == 127 {
 		return "command not found: " + e.Path
 	}
-	return "command not executable: " + e.Path + ": " + e.Err.Error()
+	why := e.Err
+	var pe *fs.PathError
+	if errors.As(why, &pe) {
+		why = pe.Err // "permission denied", not "fork/exec PATH: permission denied"
+	}
+	return "command not executable: " + e.Path + ": " + why.Error()
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
