@@ -19,14 +19,14 @@ stats=$work/stats
 failed=0
 
 echo "== reliability suite, long versions"
-if ! IDEM_RELIABILITY=long IDEM_RELIABILITY_STATS=$stats go test -count=1 -timeout 60m \
+if ! IDEM_RELIABILITY=long IDEM_RELIABILITY_STATS=$stats go test -v -count=1 -timeout 60m \
 	-run '^(TestBadLedgers|TestReadOnlyLedgers|TestLedgerModes|TestHostileInput|TestFaultInjection|TestCrashPoints|TestCrashTorture)$' \
 	. >"$work/suite.log" 2>&1; then
 	failed=$((failed + 1))
 	grep -a -E -- '--- FAIL|VIOLATION' "$work/suite.log" | head -40
 fi
 tail -n 1 "$work/suite.log"
-grep -a -E 'faults_test.go:[0-9]+: phases hit' "$work/suite.log" | sed 's/^ */  /'
+grep -a -E 'faults_test.go:[0-9]+: phases hit' "$work/suite.log" | sed 's/^ *faults_test.go:[0-9]*: /  strace /'
 if grep -a -q -- '--- SKIP: TestFaultInjection' "$work/suite.log"; then
 	echo "  (strace fault injection skipped: no strace or no ptrace here)"
 fi
