@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -120,22 +118,18 @@ func newManCmd(a *app) *cobra.Command {
 }
 
 // manPage renders the root command's page with every subcommand's usage,
-// flags and examples, then the EXIT STATUS and ENVIRONMENT sections.
+// flags and examples, then the EXIT STATUS and ENVIRONMENT sections. It is
+// written by hand: cobra/doc's markdown-to-roff dependencies cost every
+// idem invocation ~0.3 ms of package initialisation.
 func manPage(root *cobra.Command) []byte {
-	var b bytes.Buffer
-	hdr := &doc.GenManHeader{Title: "IDEM", Section: "1", Source: "idem " + versionString(), Manual: "User Commands"}
-	if err := doc.GenMan(root, hdr, &b); err != nil {
-		// GenMan writes to a buffer: it cannot fail in practice.
-		fmt.Fprintf(&b, ".\\\" %v\n", err)
-	}
-	// Move SEE ALSO (with the per-command pages cobra would link to) out;
-	// this page is the whole manual.
-	page := b.String()
-	if i := strings.Index(page, ".SH SEE ALSO"); i >= 0 {
-		page = page[:i]
-	}
 	var s strings.Builder
-	s.WriteString(page)
+	fmt.Fprintf(&s, ".nh\n.TH \"IDEM\" \"1\" \"%s\" \"idem %s\" \"User Commands\"\n",
+		time.Now().Format("Jan 2006"), roff(versionString()))
+	fmt.Fprintf(&s, ".SH NAME\nidem \\- %s\n", roff(root.Short))
+	fmt.Fprintf(&s, ".SH SYNOPSIS\n\\fB%s\\fP\n", roff(root.UseLine()))
+	fmt.Fprintf(&s, ".SH DESCRIPTION\n%s\n", roffText(root.Long))
+	s.WriteString(".SH OPTIONS\n.RS\n.nf\n" + roff(root.Flags().FlagUsages()) + ".fi\n.RE\n")
+	s.WriteString(".SH EXAMPLE\n.EX\n" + roff(root.Example) + "\n.EE\n")
 	for _, c := range root.Commands() {
 		if !c.IsAvailableCommand() || c.Name() == "help" || c.Name() == "completion" {
 			continue
