@@ -62,7 +62,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	if err != nil {
 		return nil, &StoreError{Op: "open", Path: path, Err: err}
 	}
-	tightened, err := prepareFile(abs)
+	real, err := prepareFile(abs)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +76,13 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now, Tightened: tightened}
+	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now}
 	if err := s.checkSchema(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// Only a file known to be an idem ledger has its modes changed.
+	if s.Tightened, err = tighten(real); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -105,61 +110,60 @@ func dsn(abs string) string {
 }
 
 // prepareFile creates a missing directory (0700) and a missing ledger file
-// (0600) before SQLite opens it, so -wal and -shm copy that mode. An
-// existing ledger of the caller's that others may read is made private
-// again; tightened says which files were (for a warning). Directories,
+// (0600) before SQLite opens it, so -wal and -shm copy that mode, and
+// returns the file SQLite will open (a link's target). Directories,
 // devices, FIFOs and symbolic links that SQLite would follow to a missing
 // file or to another user's file are refused.
-func prepareFile(abs string) (tightened []string, err error) {
+func prepareFile(abs string) (real string, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return nil, &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 	}
 	fi, err := os.Lstat(abs)
-	real := abs
+	real = abs
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		if real, fi, err = followLink(abs); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	switch {
 	case err == nil && fi.IsDir():
-		return nil, &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+		return "", &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
 			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
 	case err == nil && !fi.Mode().IsRegular():
-		return nil, &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
+		return "", &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
 			Hint: "point --ledger or IDEM_LEDGER at a regular file"}
 	case err == nil:
 		// SQLite would open a file it may not write read-only, and leave
 		// -wal and -shm behind: refuse it first.
 		if err := unix.Faccessat(unix.AT_FDCWD, real, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
-			return nil, &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
+			return "", &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
 				Hint: "check the permissions of the ledger file and its directory"}
 		}
-		return tighten(real)
+		return real, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+		return "", &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil, nil // another process created it first
+		return abs, nil // another process created it first
 	}
 	if err != nil {
-		return nil, &StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
+		return "", &StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	err = f.Chmod(0o600) // whatever the umask
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, &StoreError{Op: "create", Path: abs, Err: err}
+		return "", &StoreError{Op: "create", Path: abs, Err: err}
 	}
-	return nil, nil
+	return abs, nil
 }
 
 // followLink resolves a ledger path that is a symbolic link. SQLite follows

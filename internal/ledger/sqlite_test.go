@@ -199,6 +199,9 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger.db")
 			tc.make(t, path)
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			before, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -223,6 +226,9 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			}
 			if !bytes.Equal(before, after) {
 				t.Errorf("the refused file was altered")
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+				t.Errorf("the refused file's mode changed: %v %v", fi.Mode(), err)
 			}
 			for _, suffix := range tc.notAt {
 				if _, err := os.Stat(path + suffix); err == nil {
