@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -397,15 +396,7 @@ func writeTable(w io.Writer, rows [][]string, paint func(row, col int, cell stri
 // statusPainter colours a status on a terminal only: when stdout is one,
 // --color allows it and NO_COLOR is unset (or --color always).
 func statusPainter(a *app) func(ledger.Status, string) string {
-	on := false
-	switch a.colorFlag {
-	case "always":
-		on = true
-	case "never":
-	default:
-		f, ok := a.stdout.(*os.File)
-		on = ok && isTerminal(f) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
-	}
+	on := a.colorOn(a.stdout)
 	colours := map[ledger.Status]*color.Color{
 		ledger.StatusSucceeded:  color.New(color.FgGreen),
 		ledger.StatusFailed:     color.New(color.FgRed, color.Bold),

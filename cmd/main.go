@@ -232,6 +232,19 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	return l, nil
 }
 
+// colorOn says whether to colour what goes to w: --color always, or
+// --color auto with w a terminal, NO_COLOR unset and TERM not dumb.
+func (a *app) colorOn(w io.Writer) bool {
+	switch a.colorFlag {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}
+
 // ui renders idem's own lines on stderr.
 type ui struct {
 	w      io.Writer
@@ -243,18 +256,7 @@ type ui struct {
 
 func newUI(a *app) *ui {
 	u := &ui{w: a.stderr, errTag: color.New(color.FgRed, color.Bold), hint: color.New(color.FgYellow), notice: color.New(color.FgCyan)}
-	on := false
-	switch a.colorFlag {
-	case "always":
-		on = true
-	case "never":
-	default:
-		f, isFile := a.stderr.(*os.File)
-		on = isFile && a.getenv("NO_COLOR") == "" && isTerminal(f) && a.getenv("TERM") != "dumb"
-	}
-	if a.colorFlag != "always" && a.getenv("NO_COLOR") != "" {
-		on = false
-	}
+	on := a.colorOn(a.stderr)
 	for _, c := range []*color.Color{u.errTag, u.hint, u.notice} {
 		if on {
 			c.EnableColor()

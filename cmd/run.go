@@ -375,7 +375,7 @@ func runError(err error, o *runOptions) error {
 			what = "the command was stopped and nothing was recorded"
 		}
 		return &exitError{code: ExitTempFail,
-			msg: fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.key, what),
+			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.key, what),
 			hint: "see 'idem inspect " + o.key + "'; raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
 	case errors.As(err, &lapsed):
 		hint := "check the ledger's disk and permissions"

@@ -204,27 +204,7 @@ func (p *Postgres) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[
 		return nil, nil, err
 	}
 	defer rows.Close()
-	var (
-		keys []string
-		live map[string]struct{}
-	)
-	for rows.Next() {
-		var (
-			k      string
-			isLive bool
-		)
-		if err := rows.Scan(&k, &isLive); err != nil {
-			return nil, nil, err
-		}
-		keys = append(keys, k)
-		if isLive {
-			if live == nil {
-				live = make(map[string]struct{})
-			}
-			live[k] = struct{}{}
-		}
-	}
-	return keys, live, rows.Err()
+	return scanPage(rows)
 }
 
 // Vacuum implements Ledger: VACUUM FULL rewrites the ledger's tables and

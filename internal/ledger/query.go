@@ -274,10 +274,18 @@ func (s *SQLite) page(ctx context.Context, q string, args []any) ([]string, map[
 		return nil, nil, err
 	}
 	defer rows.Close()
-	var (
-		keys []string
-		live map[string]struct{}
-	)
+	return scanPage(rows)
+}
+
+// pageRows is what scanPage needs of *sql.Rows and pgx.Rows alike.
+type pageRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanPage collects (key, live) rows of a purge page.
+func scanPage(rows pageRows) (keys []string, live map[string]struct{}, err error) {
 	for rows.Next() {
 		var (
 			k      string
