@@ -70,12 +70,30 @@ const pipeSize = 1 << 20
 
 // ReadFrom is how os/exec's copying goroutine feeds the tee (io.Copy
 // prefers it): one buffer for the whole attempt, and reads as large as the
-// pipe, where io.Copy would read 32 KiB at a time.
+// pipe, where io.Copy would read 32 KiB at a time. Once nothing more is to
+// be captured, the rest goes from the pipe to idem's own stream by
+// splice(2) when that stream is a file or /dev/null: the kernel moves it
+// without copying it through idem.
 func (t *tee) ReadFrom(r io.Reader) (int64, error) {
 	growPipe(r)
 	buf := make([]byte, teeBuffer)
 	var n int64
+	spliceable := true
 	for {
+		if spliceable && t.capture.full() && t.liveErr == nil {
+			m, handled, err := spliceOut(r, t.live)
+			n += m
+			if m > 0 && t.capture != nil {
+				t.capture.truncated = true
+			}
+			switch {
+			case handled && err == nil:
+				return n, nil // the pipe is at its end
+			case handled:
+				t.liveErr = err // as Write does: stop streaming, keep draining
+			}
+			spliceable = false
+		}
 		m, err := r.Read(buf)
 		if m > 0 {
 			t.Write(buf[:m])
@@ -87,6 +105,64 @@ func (t *tee) ReadFrom(r io.Reader) (int64, error) {
 		case err != nil:
 			return n, err
 		}
+	}
+}
+
+// full reports whether c keeps nothing more: it is at its limit, or it is
+// nil (--no-output).
+func (c *capture) full() bool {
+	return c == nil || int64(len(c.buf)) >= c.max
+}
+
+// spliceOut moves what remains in the pipe r to w with splice(2), until the
+// pipe's end. It handles only a w that is a regular file or a character
+// device (/dev/null) that splice accepts; otherwise, or when the first
+// splice is refused (EINVAL: a terminal, a file opened O_APPEND), handled
+// is false and nothing was moved. An error once data moved is w's (a full
+// disk) or the pipe's.
+func spliceOut(r io.Reader, w io.Writer) (n int64, handled bool, err error) {
+	src, ok := r.(syscall.Conn)
+	f, isFile := w.(*os.File)
+	if !ok || !isFile {
+		return 0, false, nil
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeCharDevice == 0 {
+		return 0, false, nil
+	}
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return 0, false, nil
+	}
+	wc, err := f.SyscallConn()
+	if err != nil {
+		return 0, false, nil
+	}
+	var serr error
+	for {
+		var m int64
+		rerr := rc.Read(func(in uintptr) bool {
+			werr := wc.Write(func(out uintptr) bool {
+				m, serr = unix.Splice(int(in), nil, int(out), nil, pipeSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				return true
+			})
+			if werr != nil {
+				m, serr = 0, werr
+			}
+			return serr != unix.EAGAIN // EAGAIN: the pipe is empty; wait for the child
+		})
+		switch {
+		case rerr != nil:
+			return n, true, rerr
+		case serr == unix.EINTR:
+			continue
+		case serr == unix.EINVAL && n == 0:
+			return 0, false, nil
+		case serr != nil:
+			return n, true, serr
+		case m == 0:
+			return n, true, nil
+		}
+		n += m
 	}
 }
 
