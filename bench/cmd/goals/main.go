@@ -43,16 +43,19 @@ func main() {
 			status = "NOT MET"
 			missed++
 		}
-		fmt.Printf("| %-62s | %-44s | %-12s |\n", name, figure, status)
+		fmt.Printf("| %-62s | %-52s | %-12s |\n", name, figure, status)
 	}
-	fmt.Printf("| %-62s | %-44s | %-12s |\n", "goal", "figure", "status")
-	fmt.Printf("|%s|%s|%s|\n", strings.Repeat("-", 64), strings.Repeat("-", 46), strings.Repeat("-", 14))
+	fmt.Printf("| %-62s | %-52s | %-12s |\n", "goal", "figure", "status")
+	fmt.Printf("|%s|%s|%s|\n", strings.Repeat("-", 64), strings.Repeat("-", 54), strings.Repeat("-", 14))
 
 	run, ok1 := f.get("run-true", "median_us")
 	bare, ok2 := f.get("bare-true", "median_us")
 	d := (run - bare) / 1000
-	goal("run overhead <= 3.5 ms over /bin/true (durable outcome)", d <= 3.5, ok1 && ok2,
-		fmt.Sprintf("+%.3f ms (%.3f vs %.3f ms)", d, run/1000, bare/1000))
+	figure := fmt.Sprintf("+%.3f ms (%.3f vs %.3f ms)", d, run/1000, bare/1000)
+	if floor, ok := f.get("floor-true", "median_us"); ok {
+		figure += fmt.Sprintf("; floor +%.3f ms", (floor-bare)/1000)
+	}
+	goal("run overhead <= 3.5 ms over /bin/true (durable outcome)", d <= 3.5, ok1 && ok2, figure)
 
 	cat, ok3 := f.get("cat-10k", "median_us")
 	r1k, ok4 := f.get("replay-1k", "median_us")
