@@ -202,11 +202,10 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	}
 
 	// Each signal.Notify waits for a round trip to the runtime's signal
-	// thread (~0.2 ms for the four), and the host's identity is read from
-	// /proc: both happen while the ledger opens. There is no signal.Stop,
-	// which costs as much again: idem exits next.
+	// thread (~0.2 ms for the four): they happen while the ledger opens.
+	// There is no signal.Stop, which costs as much again: idem exits next.
+	// (Reading the host's identity in that goroutine too measured slower.)
 	sigs := make(chan os.Signal, 4)
-	var host runner.Host
 	notified := make(chan struct{})
 	go func() {
 		defer close(notified)
@@ -214,13 +213,13 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
 		// killing idem; the handler is reset to default in the child by exec.
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-		host = a.localHost()
 	}()
 	l, err := a.openLedger(ctx)
 	if err != nil {
 		return err
 	}
 	defer ledger.CloseAtExit(l)
+	host := a.localHost()
 	<-notified
 
 	r := &runner.Runner{
