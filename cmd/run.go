@@ -201,26 +201,22 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		return usagef("see 'idem run --help'", "%v", err)
 	}
 
-	// Each signal.Notify waits for a round trip to the runtime's signal
-	// thread (~0.2 ms for the four): they happen while the ledger opens.
-	// There is no signal.Stop, which costs as much again: idem exits next.
-	// (Reading the host's identity in that goroutine too measured slower.)
+	// There is no signal.Stop: idem exits next, and Stop, like Notify,
+	// waits for a round trip to the runtime's signal thread per signal.
+	// (Registering them in a goroutine while the ledger opens measured
+	// slower on two cores.)
 	sigs := make(chan os.Signal, 4)
-	notified := make(chan struct{})
-	go func() {
-		defer close(notified)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-		// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
-		// killing idem; the handler is reset to default in the child by exec.
-		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	}()
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
+	// killing idem; the handler is reset to default in the child by exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
 	l, err := a.openLedger(ctx)
 	if err != nil {
 		return err
 	}
 	defer ledger.CloseAtExit(l)
 	host := a.localHost()
-	<-notified
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
