@@ -136,14 +136,8 @@ func (p *Postgres) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, e
 			break
 		}
 		cursor = keys[len(keys)-1]
-		del := keys
+		del := deletable(keys, live, req.Force)
 		if len(live) > 0 {
-			del = make([]string, 0, len(keys))
-			for _, k := range keys {
-				if _, ok := live[k]; !ok || req.Force {
-					del = append(del, k)
-				}
-			}
 			for _, k := range keys {
 				if _, ok := live[k]; !ok {
 					continue

@@ -175,14 +175,8 @@ func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, err
 			break
 		}
 		cursor = keys[len(keys)-1]
-		del := keys
+		del := deletable(keys, live, req.Force)
 		if len(live) > 0 {
-			del = make([]string, 0, len(keys))
-			for _, k := range keys {
-				if _, ok := live[k]; !ok || req.Force {
-					del = append(del, k)
-				}
-			}
 			for _, k := range keys {
 				if _, ok := live[k]; !ok {
 					continue
@@ -275,6 +269,20 @@ func (s *SQLite) page(ctx context.Context, q string, args []any) ([]string, map[
 	}
 	defer rows.Close()
 	return scanPage(rows)
+}
+
+// deletable is the page's keys less the live ones, unless force.
+func deletable(keys []string, live map[string]struct{}, force bool) []string {
+	if len(live) == 0 || force {
+		return keys
+	}
+	del := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := live[k]; !ok {
+			del = append(del, k)
+		}
+	}
+	return del
 }
 
 // pageRows is what scanPage needs of *sql.Rows and pgx.Rows alike.
