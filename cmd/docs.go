@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -50,17 +49,8 @@ func ledgerKeys(ctx context.Context, a *app, prefix string) ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	path, err := a.ledgerPath()
-	if err != nil {
-		return nil, err
-	}
-	if !ledger.IsPostgresDSN(path) {
-		if _, err := os.Stat(path); err != nil {
-			return nil, err // never create a ledger to complete a word
-		}
-	}
 	a.ui = &ui{w: io.Discard, quiet: true} // warnings of openLedger go nowhere
-	l, err := a.openLedger(ctx)
+	l, err := a.openExistingLedger(ctx)    // never create a ledger to complete a word
 	if err != nil {
 		return nil, err
 	}

@@ -108,14 +108,22 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 			return err
 		}
 	}
-	l, err := a.openLedger(ctx)
-	if err != nil {
+	var (
+		recs  []*ledger.Record
+		where string
+		nl    *noLedgerError
+	)
+	switch l, err := a.openExistingLedger(ctx); {
+	case errors.As(err, &nl):
+		where = nl.path + " (not created yet)"
+	case err != nil:
 		return err
-	}
-	defer l.Close()
-	recs, err := l.List(ctx, f)
-	if err != nil {
-		return err
+	default:
+		defer l.Close()
+		where = l.Describe()
+		if recs, err = l.List(ctx, f); err != nil {
+			return err
+		}
 	}
 	now := time.Now()
 	if o.json {
@@ -125,7 +133,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		}
 		return writeJSON(a.stdout, out)
 	}
-	fmt.Fprintf(a.stdout, "ledger: %s\n", l.Describe())
+	fmt.Fprintf(a.stdout, "ledger: %s\n", where)
 	if len(recs) == 0 {
 		fmt.Fprintln(a.stdout, "no records")
 		return nil
@@ -166,7 +174,11 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	if err := key.Validate(k); err != nil {
 		return usagef("keys are built with: idem key PART...", "%v", err)
 	}
-	l, err := a.openLedger(ctx)
+	l, err := a.openExistingLedger(ctx)
+	var nl *noLedgerError
+	if errors.As(err, &nl) {
+		return &exitError{code: ExitNotFound, msg: fmt.Sprintf("no record for key %q: %v", k, nl)}
+	}
 	if err != nil {
 		return err
 	}

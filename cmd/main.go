@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,6 +244,32 @@ func (a *app) colorOn(w io.Writer) bool {
 	}
 	f, ok := w.(*os.File)
 	return ok && isTerminal(f) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}
+
+// noLedgerError says a SQLite ledger does not exist (yet): commands treat
+// it as empty, and create nothing.
+type noLedgerError struct{ path string }
+
+func (e *noLedgerError) Error() string {
+	return fmt.Sprintf("no ledger at %s: nothing was ever recorded there", e.path)
+}
+
+// openExistingLedger opens the ledger for commands that only read or
+// remove records: a SQLite ledger that does not exist yet is an error, not
+// an empty ledger created at a mistyped path. Its error is then a
+// *noLedgerError.
+func (a *app) openExistingLedger(ctx context.Context) (ledger.Ledger, error) {
+	path, err := a.ledgerPath()
+	if err != nil {
+		return nil, err
+	}
+	if !ledger.IsPostgresDSN(path) {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			abs, _ := filepath.Abs(path)
+			return nil, &noLedgerError{path: abs}
+		}
+	}
+	return a.openLedger(ctx)
 }
 
 // ui renders idem's own lines on stderr.

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -118,7 +119,12 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	if err != nil {
 		return err
 	}
-	l, err := a.openLedger(ctx)
+	l, err := a.openExistingLedger(ctx)
+	var nl *noLedgerError
+	if errors.As(err, &nl) {
+		a.ui.noticef("nothing to purge: %v", nl)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
