@@ -26,18 +26,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rogpeppe/go-internal/testscript"
-)
 
-// pgTestDSN returns IDEM_TEST_POSTGRES or skips.
-func pgTestDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("IDEM_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("PostgreSQL tests skipped: IDEM_TEST_POSTGRES is not set " +
-			"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATEDB; see README)")
-	}
-	return dsn
-}
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
+)
 
 // pgNewDatabase creates an empty database for one test and returns its DSN
 // and a connection to it; deferFn registers the drop.
@@ -75,7 +66,7 @@ func pgNewDatabase(base string, deferFn func(func())) (string, *pgx.Conn, error)
 
 func pgDatabase(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
-	dsn, db, err := pgNewDatabase(pgTestDSN(t), t.Cleanup)
+	dsn, db, err := pgNewDatabase(ledgertest.PostgresDSN(t), t.Cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +363,7 @@ func TestPostgresConnectionLostMidRun(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, pgTestDSN(t)) // a database cannot close itself
+	admin, err := pgx.Connect(ctx, ledgertest.PostgresDSN(t)) // a database cannot close itself
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,23 +22,11 @@ import (
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
 )
 
-// pgDSN returns the DSN of the test database, or skips the test. The role
-// needs CREATE on that database: every test gets a schema of its own.
-func pgDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("IDEM_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("PostgreSQL tests skipped: IDEM_TEST_POSTGRES is not set " +
-			"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATE on that database; see README)")
-	}
-	return dsn
-}
-
 // pgAdmin connects to the test database outside any ledger.
 func pgAdmin(t testing.TB) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, pgDSN(t))
+	c, err := pgx.Connect(ctx, ledgertest.PostgresDSN(t))
 	if err != nil {
 		t.Fatalf("connect to IDEM_TEST_POSTGRES: %v", err)
 	}
@@ -73,24 +61,24 @@ func openPG(t testing.TB, dsn, schema string) *ledger.Postgres {
 }
 
 func pgOpener(t *testing.T, now func() time.Time) ledger.Ledger {
-	l := openPG(t, pgDSN(t), freshSchema(t))
+	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
 	l.Now = now
 	return l
 }
 
 func TestPostgresConformance(t *testing.T) {
-	pgDSN(t)
+	ledgertest.PostgresDSN(t)
 	ledgertest.Run(t, pgOpener)
 }
 
 func TestPostgresQueryConformance(t *testing.T) {
-	pgDSN(t)
+	ledgertest.PostgresDSN(t)
 	ledgertest.RunQuery(t, pgOpener)
 }
 
 // Hosts that start at once create the schema exactly once.
 func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
-	dsn, schema := pgDSN(t), freshSchema(t)
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -125,7 +113,7 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 }
 
 func TestPostgresRefusesNewerSchema(t *testing.T) {
-	dsn, schema := pgDSN(t), freshSchema(t)
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	openPG(t, dsn, schema).Close()
 	admin := pgAdmin(t)
 	if _, err := admin.Exec(context.Background(), `UPDATE `+pgx.Identifier{schema, "meta"}.Sanitize()+` SET version = 99`); err != nil {
@@ -144,7 +132,7 @@ func TestPostgresRefusesNewerSchema(t *testing.T) {
 }
 
 func TestPostgresRefusesForeignSchema(t *testing.T) {
-	dsn, schema := pgDSN(t), freshSchema(t)
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	admin := pgAdmin(t)
 	s := pgx.Identifier{schema}.Sanitize()
 	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.invoices (id int)`); err != nil {
@@ -209,7 +197,7 @@ func TestPostgresBadDSN(t *testing.T) {
 }
 
 func TestPostgresWrongPassword(t *testing.T) {
-	u, err := url.Parse(pgDSN(t))
+	u, err := url.Parse(ledgertest.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +214,7 @@ func TestPostgresWrongPassword(t *testing.T) {
 // The password may come from PGPASSWORD or a password file, as with libpq;
 // Describe never shows it.
 func TestPostgresPasswordSources(t *testing.T) {
-	u, err := url.Parse(pgDSN(t))
+	u, err := url.Parse(ledgertest.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +264,7 @@ func TestPostgresPasswordSources(t *testing.T) {
 // Without an injected clock, leases, outcomes and TTLs come from the
 // server's clock, not this host's.
 func TestPostgresServerClock(t *testing.T) {
-	l := openPG(t, pgDSN(t), freshSchema(t))
+	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
 	admin := pgAdmin(t)
 	serverNow := func() time.Time {
 		var now time.Time
@@ -316,7 +304,7 @@ func TestPostgresServerClock(t *testing.T) {
 // package's fleet test; 16 here keep both within max_connections when
 // go test runs the packages at once.)
 func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
-	dsn, schema := pgDSN(t), freshSchema(t)
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	openPG(t, dsn, schema)
 	const n = 16
 	ledgers := make([]*ledger.Postgres, n)
@@ -365,7 +353,7 @@ func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
 // zone) reads and writes the ledger the same: idem pins the formats its
 // text results depend on.
 func TestPostgresSessionFormats(t *testing.T) {
-	u, err := url.Parse(pgDSN(t))
+	u, err := url.Parse(ledgertest.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +386,7 @@ func TestPostgresSessionFormats(t *testing.T) {
 		t.Fatalf("replay under other session formats: %+v", rep.Record)
 	}
 	// The same record through a connection with the server's formats.
-	plain := openPG(t, pgDSN(t), schema)
+	plain := openPG(t, ledgertest.PostgresDSN(t), schema)
 	rec, err := plain.Get(ctx, "evt:formats")
 	if err != nil || !rec.Finished.Equal(rep.Record.Finished) || !bytes.Equal(rec.Stdout, out) {
 		t.Fatalf("Get: %+v, %v", rec, err)
