@@ -346,17 +346,19 @@ func TestPostgresConnectionLostMidRun(t *testing.T) {
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	p := pgStartOnHost(t, dsn, "host-a", dir, nil, "run", "--key", "job:lost", "--lease", "2s", "--", "sleeper", "60s", ready)
+	// The sleeper creates the file, then writes its pid: wait for the pid.
+	child := 0
 	for range 1000 {
-		if _, err := os.Stat(ready); err == nil {
-			break
+		if b, err := os.ReadFile(ready); err == nil {
+			if child, _ = strconv.Atoi(string(b)); child > 0 {
+				break
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	b, err := os.ReadFile(ready)
-	if err != nil {
+	if child <= 0 {
 		t.Fatalf("the child never started: %s", p.stderr.String())
 	}
-	child, _ := strconv.Atoi(string(b))
 	// No new connections to the database, and idem's own is cut.
 	ctx := context.Background()
 	var name string
