@@ -137,20 +137,10 @@ func (p *Postgres) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, e
 		}
 		cursor = keys[len(keys)-1]
 		del := deletable(keys, live, req.Force)
-		if len(live) > 0 {
-			for _, k := range keys {
-				if _, ok := live[k]; !ok {
-					continue
-				}
-				r, err := getPGRecord(ctx, p.pool, k, false)
-				if errors.Is(err, ErrNotFound) {
-					continue // gone meanwhile
-				}
-				if err != nil {
-					return nil, p.wrap("purge", err)
-				}
-				res.Live = append(res.Live, r)
-			}
+		if res.Live, err = liveRecords(res.Live, keys, live, func(k string) (*Record, error) {
+			return getPGRecord(ctx, p.pool, k, false)
+		}); err != nil {
+			return nil, p.wrap("purge", err)
 		}
 		if req.DryRun {
 			res.Keys = append(res.Keys, del...)

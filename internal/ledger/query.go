@@ -176,20 +176,10 @@ func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, err
 		}
 		cursor = keys[len(keys)-1]
 		del := deletable(keys, live, req.Force)
-		if len(live) > 0 {
-			for _, k := range keys {
-				if _, ok := live[k]; !ok {
-					continue
-				}
-				r, err := getRecord(ctx, s.conn, k, false)
-				if err != nil {
-					if errors.Is(err, ErrNotFound) {
-						continue // gone meanwhile
-					}
-					return nil, s.wrap("purge", err)
-				}
-				res.Live = append(res.Live, r)
-			}
+		if res.Live, err = liveRecords(res.Live, keys, live, func(k string) (*Record, error) {
+			return getRecord(ctx, s.conn, k, false)
+		}); err != nil {
+			return nil, s.wrap("purge", err)
 		}
 		if req.DryRun {
 			res.Keys = append(res.Keys, del...)
@@ -283,6 +273,25 @@ func deletable(keys []string, live map[string]struct{}, force bool) []string {
 		}
 	}
 	return del
+}
+
+// liveRecords appends to out the records of a page's live keys, in page
+// order, read with get; a key gone meanwhile is skipped.
+func liveRecords(out []*Record, keys []string, live map[string]struct{}, get func(string) (*Record, error)) ([]*Record, error) {
+	for _, k := range keys {
+		if _, ok := live[k]; !ok {
+			continue
+		}
+		r, err := get(k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // pageRows is what scanPage needs of *sql.Rows and pgx.Rows alike.
