@@ -55,7 +55,7 @@ type app struct {
 // place that prints errors and picks exit codes.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(), colorFlag: "auto"}
-	root := newRootCmd(a)
+	root := newRootCmd(a, args)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -132,7 +132,37 @@ func classify(err error) (int, string) {
 	return ExitIO, ""
 }
 
-func newRootCmd(a *app) *cobra.Command {
+// commands builds idem's subcommands by name, so that an invocation builds
+// only the one it runs: a run does not pay for the flags and help of every
+// other command (and of the completion command) at each start.
+var commands = map[string]func(*app) *cobra.Command{
+	"run": newRunCmd, "inspect": newInspectCmd, "purge": newPurgeCmd, "key": newKeyCmd,
+}
+
+// invoked returns the subcommand args name before any other flag than the
+// root's --ledger and --color, or "" when there is none (help, --version,
+// completion, a typo): then the whole tree is built.
+func invoked(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch s := args[i]; {
+		case s == "--ledger" || s == "--color":
+			i++
+		case strings.HasPrefix(s, "--ledger=") || strings.HasPrefix(s, "--color="):
+		case strings.HasPrefix(s, "-"):
+			return ""
+		default:
+			if commands[s] == nil {
+				return ""
+			}
+			return s
+		}
+	}
+	return ""
+}
+
+// newRootCmd builds the command tree for args: the root with only the
+// invoked subcommand, or everything.
+func newRootCmd(a *app, args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "idem",
 		Short: "Make shell commands safe to repeat",
@@ -145,7 +175,6 @@ steps and webhook handlers are delivered at least once; wrapped in
 
   # a CI deploy step keyed by commit: re-running the pipeline replays it
   idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,
-		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
@@ -171,11 +200,17 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or postgres://USER@HOST:PORT/DATABASE for a shared one (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
+	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
+	if name := invoked(args); name != "" {
+		root.AddCommand(commands[name](a))
+		root.CompletionOptions.DisableDefaultCmd = true
+		return root
+	}
+	root.Version = versionString()
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
-	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
 	return root
 }
 
