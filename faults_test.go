@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -205,8 +206,10 @@ func (r *faultRun) check(t *testing.T, s *stats, idem string, p proc) (phase str
 // holdWAL keeps a connection open on the ledger while an idem run leaves
 // frames in the WAL, so that the next idem neither deletes nor restarts the
 // WAL: its first fsync of the WAL is then its outcome commit (reservations
-// do not sync).
-func holdWAL(t *testing.T, idem, path string) func() {
+// do not sync). With long, the warm-up run prints 300 KB, so that the WAL
+// is past the size at which the next run checkpoints it (at SetChild,
+// while its command runs).
+func holdWAL(t *testing.T, idem, path string, long bool) func() {
 	t.Helper()
 	db := openDB(t, path)
 	conn, err := db.Conn(context.Background())
@@ -217,11 +220,26 @@ func holdWAL(t *testing.T, idem, path string) func() {
 	if err := conn.QueryRowContext(context.Background(), `SELECT count(*) FROM records`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if p := start(t, plain(), idem, "--ledger", path, "run", "--key", "job:warm-wal", "--", "/bin/true"); p.code != 0 {
+	warm := []string{"--ledger", path, "run", "--key", "job:warm-wal", "--", "/bin/true"}
+	var snapshot *sql.Tx
+	if long {
+		warm = []string{"--ledger", path, "run", "--key", "job:warm-wal", "--", "/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x"}
+		// An open read snapshot keeps the warm-up run from truncating it.
+		if snapshot, err = conn.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshot.QueryRow(`SELECT count(*) FROM records`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := start(t, plain(), idem, warm...); p.code != 0 {
 		t.Fatalf("warm-up run: %v", p)
 	}
-	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
-		t.Fatalf("the WAL is empty after the warm-up run: %v", err)
+	if snapshot != nil {
+		snapshot.Rollback()
+	}
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 || long && fi.Size() < 256<<10 {
+		t.Fatalf("the WAL is too short after the warm-up run: %v, %v", fi, err)
 	}
 	return func() { conn.Close(); db.Close() }
 }
@@ -242,34 +260,40 @@ func TestFaultInjection(t *testing.T) {
 			name    string
 			f       func(path string) fault
 			holdWAL bool
+			longWAL bool   // the WAL is long before the run: it checkpoints at SetChild
 			phase   string // what idem must report failing
 			code    int
 			big     bool
 		}{
 			{"reserve_disk_full", func(p string) fault {
 				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "-wal")}
-			}, false, "reserve", 74, false},
+			}, false, false, "reserve", 74, false},
 			{"reserve_write_eio", func(p string) fault {
 				return fault{"pwrite64", "error=EIO", "1+", ledgerFiles(p, "-wal")}
-			}, false, "reserve", 74, false},
+			}, false, false, "reserve", 74, false},
 			{"shm_disk_full", func(p string) fault {
 				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "-shm")}
-			}, false, "open", 74, false},
+			}, false, false, "open", 74, false},
 			{"outcome_fsync_eio", func(p string) fault {
 				return fault{"fsync", "error=EIO", "1+", ledgerFiles(p, "-wal")}
-			}, true, "record outcome", 74, false},
+			}, true, false, "record outcome", 74, false},
 			{"outcome_fsync_killed", func(p string) fault {
 				return fault{"fsync", "signal=SIGKILL", "1", ledgerFiles(p, "-wal")}
-			}, true, "killed", -1, false},
+			}, true, false, "killed", -1, false},
 			// The database file itself is written and synced only when the
 			// end of a run checkpoints a large WAL: its failures come after
 			// the outcome committed, and must not turn a success into an error.
 			{"checkpoint_fsync_eio", func(p string) fault {
 				return fault{"fsync", "error=EIO", "1+", ledgerFiles(p, "")}
-			}, false, "", 0, true},
+			}, false, false, "", 0, true},
 			{"checkpoint_disk_full", func(p string) fault {
 				return fault{"pwrite64", "error=ENOSPC", "1+", ledgerFiles(p, "")}
-			}, false, "", 0, true},
+			}, false, false, "", 0, true},
+			// A run that finds the WAL long checkpoints it while its
+			// command runs: a failed checkpoint must not stop the run.
+			{"early_checkpoint_fsync_eio", func(p string) fault {
+				return fault{"fsync", "error=EIO", "1+", ledgerFiles(p, "")}
+			}, true, true, "", 0, false},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -277,7 +301,7 @@ func TestFaultInjection(t *testing.T) {
 				r.big = c.big
 				release := func() {}
 				if c.holdWAL {
-					release = holdWAL(t, idem, r.path)
+					release = holdWAL(t, idem, r.path, c.longWAL)
 				}
 				p, n := injected(t, strace, idem, c.f(r.path), r.args()...)
 				release()

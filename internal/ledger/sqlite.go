@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,10 @@ type SQLite struct {
 	path string
 	db   *sql.DB
 	conn *sql.Conn
+	// mu orders writes, and with them full: whether the connection's
+	// synchronous level is FULL (an outcome was the last write) or NORMAL.
+	mu   sync.Mutex
+	full bool
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -248,15 +253,15 @@ func (s *SQLite) checkSchema(ctx context.Context) error {
 	// One statement, so one snapshot: another idem may be initialising the
 	// file right now, and separate reads could see its schema without its
 	// version and call the file foreign.
-	var appID, version, objects int64
+	var appID, version, objects, pageSize int64
 	err := s.conn.QueryRowContext(ctx,
-		`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema)
-		FROM pragma_application_id() a, pragma_user_version() v`).
-		Scan(&appID, &version, &objects)
+		`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size
+		FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`).
+		Scan(&appID, &version, &objects, &pageSize)
 	if err != nil {
 		return storeErr("read", s.path, err)
 	}
-	if err := s.checkSize(ctx); err != nil {
+	if err := s.checkSize(pageSize); err != nil {
 		return err
 	}
 	switch {
@@ -278,11 +283,7 @@ func (s *SQLite) checkSchema(ctx context.Context) error {
 // checkSize refuses a file cut inside a page: SQLite reads the missing
 // tail of the last page as zeros and would go on, and write, on a
 // damaged file. (A cut at a page boundary it reports as corrupt itself.)
-func (s *SQLite) checkSize(ctx context.Context) error {
-	var pageSize int64
-	if err := s.conn.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
-		return storeErr("read", s.path, err)
-	}
+func (s *SQLite) checkSize(pageSize int64) error {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return storeErr("read", s.path, err)
@@ -366,8 +367,8 @@ func CloseAtExit(l Ledger) error {
 }
 
 // trimWAL checkpoints the WAL into the database and truncates it to zero
-// once it has grown past walTruncateAt; Finish and a replay, which end a
-// run, call it. It is needed because runs exit without closing the ledger
+// once it has grown past walTruncateAt; SetChild (while the command runs),
+// Finish and a replay, which end a run, call it. It is needed because runs exit without closing the ledger
 // (CloseAtExit): the next process to open it alone recovers the WAL from
 // the file and counts none of its frames as checkpointed, so the WAL would
 // never restart, every open would read all of it, and SQLite's own
@@ -393,6 +394,26 @@ func (s *SQLite) trimWAL(ctx context.Context) {
 // write runs fn in one BEGIN IMMEDIATE transaction, retrying a bounded number
 // of times when SQLite reports BUSY beyond its own timeout.
 func (s *SQLite) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	return s.writeSync(ctx, op, false, fn)
+}
+
+// writeSync is write that commits with synchronous=FULL when full (the WAL
+// is fsynced at the commit), else NORMAL. The level is set only when it
+// changes, so that a run's last write, its outcome, leaves it at FULL
+// rather than paying one more statement before exit to set NORMAL again.
+func (s *SQLite) writeSync(ctx context.Context, op string, full bool, fn func(*sql.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.full != full {
+		level := "NORMAL"
+		if full {
+			level = "FULL"
+		}
+		if _, err := s.conn.ExecContext(ctx, `PRAGMA synchronous = `+level); err != nil {
+			return storeErr(op, s.path, err)
+		}
+		s.full = full
+	}
 	var err error
 	for try := 0; try < busyRetries; try++ {
 		err = s.writeOnce(ctx, fn)
@@ -737,11 +758,18 @@ func fenced(res sql.Result, err error) error {
 }
 
 // SetChild implements Ledger.
+// The command runs meanwhile, so this is where a run trims the WAL when it
+// has grown long: the checkpoint then overlaps the command instead of
+// delaying idem's exit after the outcome.
 func (s *SQLite) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
-	return s.write(ctx, "record child", func(tx *sql.Tx) error {
+	err := s.write(ctx, "record child", func(tx *sql.Tx) error {
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
 			pgid, int64(start), key, token))
 	})
+	if err == nil {
+		s.trimWAL(ctx)
+	}
+	return err
 }
 
 // Renew implements Ledger.
@@ -794,15 +822,11 @@ func (s *SQLite) StartAttempt(ctx context.Context, key string, token int64, leas
 // the state is unknown, so the record is read again: Finish returns nil only
 // if the outcome is there.
 func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
-	if _, err := s.conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
-		return storeErr("record outcome", s.path, err)
-	}
-	defer s.conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = NORMAL`)
 	var stdout, stderr []byte
 	if req.OutputStored {
 		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
 	}
-	err := s.write(ctx, "record outcome", func(tx *sql.Tx) error {
+	err := s.writeSync(ctx, "record outcome", true, func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
 		var expires sql.NullInt64
 		if req.TTL > 0 {

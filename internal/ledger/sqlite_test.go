@@ -339,3 +339,45 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 		}
 	}
 }
+
+func walSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestSQLiteSetChildTrimsLongWAL: runs exit without closing the ledger, so
+// the WAL only shrinks when a run trims it; a run does that while its command
+// runs (at SetChild), not after its outcome, and a short WAL is left alone.
+func TestSQLiteSetChildTrimsLongWAL(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l := openSQLite(t, path)
+	res := reserveNew(t, l, "job:first")
+	if err := l.SetChild(ctx, "job:first", res.Token, 4242, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := walSize(t, path); n == 0 {
+		t.Fatalf("a short WAL was truncated")
+	}
+	// Reservations do not trim: grow the WAL well past 256 KiB.
+	var last *ledger.Reservation
+	var lastKey string
+	for i := 0; walSize(t, path) < 512<<10; i++ {
+		lastKey = fmt.Sprintf("job:grow-%04d", i)
+		last = reserveNew(t, l, lastKey)
+	}
+	if err := l.SetChild(ctx, lastKey, last.Token, 4243, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := walSize(t, path); n != 0 {
+		t.Fatalf("WAL is %d bytes after SetChild, want it truncated", n)
+	}
+	// Nothing was lost: the trimmed frames are in the database file.
+	if _, err := l.Get(ctx, "job:grow-0000"); err != nil {
+		t.Fatal(err)
+	}
+}
