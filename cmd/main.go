@@ -132,16 +132,26 @@ func classify(err error) (int, string) {
 	return ExitIO, ""
 }
 
-// commands builds idem's subcommands by name, so that an invocation builds
-// only the one it runs: a run does not pay for the flags and help of every
-// other command (and of the completion command) at each start.
-var commands = map[string]func(*app) *cobra.Command{
-	"run": newRunCmd, "inspect": newInspectCmd, "purge": newPurgeCmd, "key": newKeyCmd,
+// subcommand returns the constructor of the subcommand called name, so that
+// an invocation builds only the command it runs: a run does not pay for the
+// flags and help of every other command (and of completion) at each start.
+func subcommand(name string) func(*app) *cobra.Command {
+	switch name {
+	case "run":
+		return newRunCmd
+	case "inspect":
+		return newInspectCmd
+	case "purge":
+		return newPurgeCmd
+	case "key":
+		return newKeyCmd
+	}
+	return nil
 }
 
-// invoked returns the subcommand args name before any other flag than the
-// root's --ledger and --color, or "" when there is none (help, --version,
-// completion, a typo): then the whole tree is built.
+// invoked names the subcommand that args run, when it comes before any flag
+// but the root's --ledger and --color; "" otherwise (help, --version,
+// completion, man, a typo), and then the whole tree is built.
 func invoked(args []string) string {
 	for i := 0; i < len(args); i++ {
 		switch s := args[i]; {
@@ -151,7 +161,7 @@ func invoked(args []string) string {
 		case strings.HasPrefix(s, "-"):
 			return ""
 		default:
-			if commands[s] == nil {
+			if subcommand(s) == nil {
 				return ""
 			}
 			return s
@@ -202,7 +212,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
 	if name := invoked(args); name != "" {
-		root.AddCommand(commands[name](a))
+		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true
 		return root
 	}

@@ -368,12 +368,12 @@ func CloseAtExit(l Ledger) error {
 
 // trimWAL checkpoints the WAL into the database and truncates it to zero
 // once it has grown past walTruncateAt; SetChild (while the command runs),
-// Finish and a replay, which end a run, call it. It is needed because runs exit without closing the ledger
-// (CloseAtExit): the next process to open it alone recovers the WAL from
-// the file and counts none of its frames as checkpointed, so the WAL would
-// never restart, every open would read all of it, and SQLite's own
-// wal_autocheckpoint would copy all of it again at every commit past its
-// threshold. Only a truncated WAL leaves the next opener nothing to read.
+// Finish and a replay, which end a run, call it. It is needed because runs
+// exit without closing the ledger (CloseAtExit): the next process to open
+// it alone recovers the WAL from the file and counts none of its frames as
+// checkpointed, so the WAL would never restart, every open would read all
+// of it, and SQLite's own wal_autocheckpoint would copy all of it again at
+// every commit past its threshold. Only a truncated WAL leaves the next opener nothing to read.
 // It is opportunistic: with busy_timeout 0 it gives up at once when
 // another process is reading or writing (which then shares the WAL index,
 // so SQLite's checkpoints work), and its errors are ignored: every
@@ -757,10 +757,9 @@ func fenced(res sql.Result, err error) error {
 	return nil
 }
 
-// SetChild implements Ledger.
-// The command runs meanwhile, so this is where a run trims the WAL when it
-// has grown long: the checkpoint then overlaps the command instead of
-// delaying idem's exit after the outcome.
+// SetChild implements Ledger. The command is running by then, so this is
+// where a run trims a WAL that has grown long: the checkpoint overlaps the
+// command instead of delaying idem's exit after the outcome.
 func (s *SQLite) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
 	err := s.write(ctx, "record child", func(tx *sql.Tx) error {
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
