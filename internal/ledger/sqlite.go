@@ -550,9 +550,21 @@ func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*Re
 	if !withOutput {
 		return scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM records WHERE key = ?`, key))
 	}
+	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = ?`, key))
+}
+
+// getReplayable reads key's record for Reserve, with its output only when
+// it is final (succeeded or failed): what a replay needs, in the same
+// statement, while an in-progress or retryable record's output is not read.
+func getReplayable(ctx context.Context, q querier, key string) (*Record, error) {
+	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`,
+		CASE WHEN status IN ('succeeded', 'failed') THEN stdout END,
+		CASE WHEN status IN ('succeeded', 'failed') THEN stderr END FROM records WHERE key = ?`, key))
+}
+
+func scanWithOutput(row scanner) (*Record, error) {
 	var stdout, stderr []byte
-	r, err := scanRecord(q.QueryRowContext(ctx,
-		`SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = ?`, key), &stdout, &stderr)
+	r, err := scanRecord(row, &stdout, &stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +593,7 @@ func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation,
 	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
 		now := s.Now()
-		rec, err := getRecord(ctx, tx, req.Key, false)
+		rec, err := getReplayable(ctx, tx, req.Key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -600,11 +612,11 @@ func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation,
 		}
 		switch rec.Status {
 		case StatusSucceeded:
-			res, err = s.replay(ctx, tx, req.Key, now, nil)
+			res, err = countReplay(ctx, tx, rec, now)
 			return err
 		case StatusFailed:
 			if !req.RerunFailed {
-				res, err = s.replay(ctx, tx, req.Key, now, nil)
+				res, err = countReplay(ctx, tx, rec, now)
 				return err
 			}
 			prev := snapshot(rec)
@@ -729,7 +741,21 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int
 	return id, err
 }
 
-// replay counts one suppressed duplicate and returns the record with its output.
+// countReplay counts one suppressed duplicate of rec, read with its output
+// in this transaction, and returns it as replayed.
+func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*Reservation, error) {
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
+		nowMS, rec.Key); err != nil {
+		return nil, err
+	}
+	rec.Replays++
+	rec.LastReplay = time.UnixMilli(nowMS)
+	return &Reservation{Outcome: Replay, Record: rec}, nil
+}
+
+// replay counts one suppressed duplicate and returns the record, read
+// again after the caller changed it, with its output.
 func (s *SQLite) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
 		now.UnixMilli(), key); err != nil {
