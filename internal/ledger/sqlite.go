@@ -373,11 +373,11 @@ func CloseAtExit(l Ledger) error {
 // it alone recovers the WAL from the file and counts none of its frames as
 // checkpointed, so the WAL would never restart, every open would read all
 // of it, and SQLite's own wal_autocheckpoint would copy all of it again at
-// every commit past its threshold. Only a truncated WAL leaves the next opener nothing to read.
-// It is opportunistic: with busy_timeout 0 it gives up at once when
-// another process is reading or writing (which then shares the WAL index,
-// so SQLite's checkpoints work), and its errors are ignored: every
-// transaction is already committed, and the next run tries again.
+// every commit past its threshold. Only a truncated WAL leaves the next
+// opener nothing to read. It is opportunistic: with busy_timeout 0 it gives
+// up at once when another process is reading or writing (which then shares
+// the WAL index, so SQLite's checkpoints work), and its errors are ignored:
+// every transaction is already committed, and the next run tries again.
 func (s *SQLite) trimWAL(ctx context.Context) {
 	fi, err := os.Stat(s.path + "-wal") // a stat opens no descriptor: the locks are safe
 	if err != nil || fi.Size() < walTruncateAt {
@@ -754,18 +754,19 @@ func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*
 	return &Reservation{Outcome: Replay, Record: rec}, nil
 }
 
-// replay counts one suppressed duplicate and returns the record, read
-// again after the caller changed it, with its output.
+// replay reads key's record again, with its output, after the caller made
+// it final in this transaction, and counts a replay of it.
 func (s *SQLite) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
-	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
-		now.UnixMilli(), key); err != nil {
-		return nil, err
-	}
 	rec, err := getRecord(ctx, tx, key, true)
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{Outcome: Replay, Record: rec, Abandoned: abandoned}, nil
+	res, err := countReplay(ctx, tx, rec, now)
+	if err != nil {
+		return nil, err
+	}
+	res.Abandoned = abandoned
+	return res, nil
 }
 
 // fenced runs an owner's UPDATE and turns "no row" into ErrLeaseLost.
