@@ -10,12 +10,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/backoff"
 	"github.com/idemhq/idem/internal/fingerprint"
@@ -166,7 +164,6 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	a.stdout, a.stderr = noSIGPIPE(a.stdout), noSIGPIPE(a.stderr)
 	u := a.ui
 	u.quiet = o.quiet
 	stderr := &lineWriter{w: a.stderr}
@@ -204,14 +201,15 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		return usagef("see 'idem run --help'", "%v", err)
 	}
 
-	// The handlers are registered only when the run may hold the key: the
-	// ledger arms them (ReserveRequest.Arm) before it takes or waits for
-	// it. A replay, with nothing to forward a signal to, saves ~0.19 ms, the
-	// round trips to the runtime's signal thread that the first Notify
-	// starts; a run pays ~0.1 ms more for them after the ledger opened than
-	// it did first thing. There is no signal.Stop: idem exits next.
+	// There is no signal.Stop: idem exits next, and Stop, like Notify,
+	// waits for a round trip to the runtime's signal thread per signal.
+	// (Registering them in a goroutine while the ledger opens measured
+	// slower on two cores.)
 	sigs := make(chan os.Signal, 4)
-	arm := sync.OnceFunc(func() { signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP) })
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
+	// killing idem; the handler is reset to default in the child by exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	l, err := a.openLedger(ctx)
 	if err != nil {
@@ -222,7 +220,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Arm: arm, Environ: a.environ,
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
 	}
 	ro := runner.Options{
 		Key: o.key, Argv: o.argv, Fingerprint: fp, MaxAttempts: o.maxAttempts, RerunFailed: o.rerunFailed,
@@ -394,34 +392,6 @@ func quoteArgv(argv []string) string {
 		s = s[:200] + "..."
 	}
 	return s
-}
-
-// noSIGPIPE returns w, or when w is idem's own stdout or stderr, a
-// duplicate of that descriptor. Go kills a program whose write to
-// descriptor 1 or 2 fails with EPIPE, while a write to any other descriptor
-// just fails: so a closed stdout (idem run ... | head) neither kills idem,
-// which must still record the outcome, nor turns a replay's exit status
-// into SIGPIPE's, and no SIGPIPE handler (which the child would not inherit
-// anyway) has to be registered.
-func noSIGPIPE(w io.Writer) io.Writer {
-	f, ok := w.(*os.File)
-	if !ok {
-		return w
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return w
-	}
-	dup := -1
-	rc.Control(func(fd uintptr) {
-		if fd == 1 || fd == 2 {
-			dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3)
-		}
-	})
-	if dup < 0 {
-		return w
-	}
-	return os.NewFile(uintptr(dup), f.Name())
 }
 
 func lookupEnv(env []string, name string) (string, bool) {

@@ -136,12 +136,6 @@ type ReserveRequest struct {
 	// OwnerDead reports whether the holder of an in_progress record is known
 	// to be gone (same host, process dead). Nil: only lease expiry frees a row.
 	OwnerDead func(Owner) bool
-	// Arm, when set, is called once by every Reserve that does not end in
-	// a replay of an already final record, before it takes the key (a busy
-	// key arms too). idem registers its signal handlers there: a run
-	// forwards signals from the moment it holds the key, a wait for a busy
-	// key can be interrupted, and a replay saves their cost.
-	Arm func()
 }
 
 // Outcome says what Reserve decided.

@@ -551,9 +551,6 @@ func (p *Postgres) Reserve(ctx context.Context, req ReserveRequest) (*Reservatio
 			if res, err = p.replayFinal(ctx, req); err != nil || res != nil {
 				return err
 			}
-			if round == 0 && req.Arm != nil {
-				req.Arm()
-			}
 			if res, err = p.create(ctx, p.pool, req, command, p.now()); err != nil || res != nil {
 				return err
 			}

@@ -587,61 +587,8 @@ func nullCode(code int, ok bool) sql.NullInt64 {
 	return sql.NullInt64{Int64: int64(code), Valid: ok}
 }
 
-// Reserve implements Ledger. A replay of a final record, the common repeat,
-// is recognised by a read before any write transaction and counted in a
-// short one (replayFinal). Everything else, and a replay whose record
-// changed in between, is decided in one BEGIN IMMEDIATE transaction, after
-// req.Arm.
+// Reserve implements Ledger.
 func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	res, err := s.replayFinal(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if res == nil {
-		if req.Arm != nil {
-			req.Arm()
-		}
-		if res, err = s.reserve(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	if res.Outcome == Replay {
-		s.trimWAL(ctx)
-	}
-	return res, nil
-}
-
-// replayFinal counts and returns a replay of key when its record is final
-// (succeeded, or failed without RerunFailed), has the request's fingerprint
-// and has not expired; nil when it is not, or when it changed between the
-// read and the count (the count is fenced by the token and status read).
-func (s *SQLite) replayFinal(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	now := s.Now()
-	rec, err := getReplayable(ctx, s.conn, req.Key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, s.wrap("reserve", err)
-	}
-	final := rec.Status == StatusSucceeded || rec.Status == StatusFailed && !req.RerunFailed
-	if !final || rec.Fingerprint != req.Fingerprint || rec.Expired(now) {
-		return nil, nil
-	}
-	counted := false
-	err = s.write(ctx, "reserve", func(tx *sql.Tx) error {
-		var err error
-		counted, err = countReplay(ctx, tx, rec, now)
-		return err
-	})
-	if err != nil || !counted {
-		return nil, err
-	}
-	return replayed(rec, now), nil
-}
-
-// reserve decides Reserve in one write transaction.
-func (s *SQLite) reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
 	var res *Reservation
 	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
@@ -665,11 +612,11 @@ func (s *SQLite) reserve(ctx context.Context, req ReserveRequest) (*Reservation,
 		}
 		switch rec.Status {
 		case StatusSucceeded:
-			res, err = replayNow(ctx, tx, rec, now)
+			res, err = countReplay(ctx, tx, rec, now)
 			return err
 		case StatusFailed:
 			if !req.RerunFailed {
-				res, err = replayNow(ctx, tx, rec, now)
+				res, err = countReplay(ctx, tx, rec, now)
 				return err
 			}
 			prev := snapshot(rec)
@@ -723,6 +670,9 @@ func (s *SQLite) reserve(ctx context.Context, req ReserveRequest) (*Reservation,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res.Outcome == Replay {
+		s.trimWAL(ctx)
 	}
 	return res, nil
 }
@@ -791,37 +741,17 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int
 	return id, err
 }
 
-// countReplay counts one suppressed duplicate of rec, unless the record
-// changed since rec was read (another token or status): then it reports
-// false and writes nothing.
-func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (bool, error) {
-	r, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ?
-		WHERE key = ? AND token = ? AND status = ?`, now.UnixMilli(), rec.Key, rec.Token, string(rec.Status))
-	if err != nil {
-		return false, err
-	}
-	n, err := r.RowsAffected()
-	return n == 1, err
-}
-
-// replayed returns rec, counted, as a replay.
-func replayed(rec *Record, now time.Time) *Reservation {
-	rec.Replays++
-	rec.LastReplay = time.UnixMilli(now.UnixMilli())
-	return &Reservation{Outcome: Replay, Record: rec}
-}
-
-// replayNow counts a replay of rec, read (with its output) in this
-// transaction, and returns it.
-func replayNow(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*Reservation, error) {
-	counted, err := countReplay(ctx, tx, rec, now)
-	if err != nil {
+// countReplay counts one suppressed duplicate of rec, read with its output
+// in this transaction, and returns it as replayed.
+func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*Reservation, error) {
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
+		nowMS, rec.Key); err != nil {
 		return nil, err
 	}
-	if !counted {
-		return nil, fmt.Errorf("record %q changed within its transaction", rec.Key)
-	}
-	return replayed(rec, now), nil
+	rec.Replays++
+	rec.LastReplay = time.UnixMilli(nowMS)
+	return &Reservation{Outcome: Replay, Record: rec}, nil
 }
 
 // replay reads key's record again, with its output, after the caller made
@@ -831,7 +761,7 @@ func (s *SQLite) replay(ctx context.Context, tx *sql.Tx, key string, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	res, err := replayNow(ctx, tx, rec, now)
+	res, err := countReplay(ctx, tx, rec, now)
 	if err != nil {
 		return nil, err
 	}

@@ -123,10 +123,6 @@ type Runner struct {
 	// Signals delivers SIGINT, SIGTERM and SIGHUP sent to idem; they are
 	// forwarded to the child's group. Nil: none.
 	Signals <-chan os.Signal
-	// Arm, when set, registers what feeds Signals. It is passed to the
-	// ledger as ReserveRequest.Arm: called before the key is taken or
-	// waited for, never for a replay.
-	Arm func()
 	// Environ is the environment the child inherits.
 	Environ []string
 }
@@ -291,7 +287,6 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
-		Arm: r.Arm,
 	}
 	var giveUp time.Time
 	byDeadline := false

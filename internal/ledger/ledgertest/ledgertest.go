@@ -215,7 +215,6 @@ func Run(t *testing.T, open Opener) {
 		{"FinishStoresOutcome", testFinishOutcome},
 		{"AttemptLoopWrites", testAttemptLoop},
 		{"TokensStrictlyGrow", testTokensGrow},
-		{"ArmBeforeTakingNotForReplay", testArm},
 	}
 	for _, tt := range tests {
 		if tt.fn == nil {
@@ -1017,69 +1016,4 @@ func testTokensGrow(e *env) {
 	k1 = e.reserve(request("evt:tokens-1", ownerA))
 	e.mustOutcome(k1, ledger.Reserved)
 	next("re-created after expiry", k1.Token)
-}
-
-// testArm: ReserveRequest.Arm runs before the key is taken (the record does
-// not exist yet, or is not yet ours), for a new key, a rerun and a
-// takeover, and for a busy key; a replay of a final record never calls it.
-func testArm(e *env) {
-	t := e.t
-	const key = "evt:arm"
-	arms := 0
-	armed := func(wantOwner ledger.Owner) func() {
-		return func() {
-			arms++
-			rec, err := e.l.Get(e.ctx, key)
-			if err == nil && rec.Status == ledger.StatusInProgress && rec.Owner.PID == wantOwner.PID {
-				t.Errorf("Arm ran after the key was taken: %+v", rec)
-			} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-				t.Errorf("Get in Arm: %v", err)
-			}
-		}
-	}
-	req := request(key, ownerA)
-	req.Arm = armed(ownerA)
-	res := e.reserve(req)
-	e.mustOutcome(res, ledger.Reserved)
-	if arms != 1 {
-		t.Fatalf("Arm ran %d times for a new key, want 1", arms)
-	}
-	// A busy key arms too: the caller may wait for it.
-	arms = 0
-	busy := request(key, ownerB)
-	busy.Arm = armed(ownerB)
-	e.mustOutcome(e.reserve(busy), ledger.Busy)
-	if arms != 1 {
-		t.Errorf("Arm ran %d times for a busy key, want 1", arms)
-	}
-	e.finish(key, res, ledger.StatusFailed, 2, ledger.ClassPermanent)
-
-	arms = 0
-	for range 2 {
-		req := request(key, ownerB)
-		req.Arm = armed(ownerB)
-		e.mustOutcome(e.reserve(req), ledger.Replay)
-	}
-	if arms != 0 {
-		t.Errorf("Arm ran %d times for replays, want 0", arms)
-	}
-
-	req = request(key, ownerB)
-	req.RerunFailed, req.Arm = true, armed(ownerB)
-	res = e.reserve(req)
-	e.mustOutcome(res, ledger.Reserved)
-	if arms != 1 {
-		t.Errorf("Arm ran %d times for a rerun, want 1", arms)
-	}
-
-	// The lease lapses: a takeover, by an idem on another host, arms too.
-	ownerC := ledger.Owner{Host: "host-c", BootID: "boot-c", PIDNS: 4026531836, PID: 533, StartTime: 3000}
-	e.clock.Advance(2 * lease)
-	arms = 0
-	req = request(key, ownerC)
-	req.Arm = armed(ownerC)
-	e.mustOutcome(e.reserve(req), ledger.Reserved)
-	if arms != 1 {
-		t.Errorf("Arm ran %d times for a takeover, want 1", arms)
-	}
 }
