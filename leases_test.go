@@ -375,13 +375,7 @@ func trapexit() {
 func slowappend() {
 	d, _ := time.ParseDuration(os.Args[3])
 	time.Sleep(d)
-	f, err := os.OpenFile(os.Args[1], os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		os.Exit(2)
-	}
-	fmt.Fprintln(f, os.Args[2])
-	f.Close()
-	fmt.Println(os.Args[2])
+	appendto()
 }
 
 // gate FIFO PROG ARG...: blocks until the FIFO is opened for writing, then

@@ -233,6 +233,28 @@ func digest(t *testing.T, path string) string {
 }
 
 // listing is the names in dir with their content digests.
+// checkRefused checks a run on a ledger idem must refuse: exit 74, one
+// error line matching want, the command never ran (marks), and the
+// ledger's directory is as listed before.
+func checkRefused(t *testing.T, s *stats, p proc, want, marks, dir, before string) {
+	t.Helper()
+	s.add(0, 0, 1)
+	if p.code != 74 {
+		s.violate(t, "exit %d, want 74\n%v", p.code, p)
+	}
+	line := errorLines(t, s, p)
+	if line != "" && !regexp.MustCompile(want).MatchString(line) {
+		t.Errorf("error line %q does not match %q", line, want)
+	}
+	t.Log(p.stderr)
+	if n := lines(t, marks); n != 0 {
+		s.violate(t, "the command ran %d times on a ledger idem refused", n)
+	}
+	if after := listing(t, dir); after != before {
+		s.violate(t, "the ledger's directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
 func listing(t *testing.T, dir string) string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -448,21 +470,7 @@ func TestBadLedgers(t *testing.T) {
 			before := listing(t, dir)
 			marks := filepath.Join(t.TempDir(), "marks")
 			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "job:bad-ledger"}, markCmd(marks)...)...)
-			s.add(0, 0, 1)
-			if p.code != 74 {
-				s.violate(t, "exit %d, want 74\n%v", p.code, p)
-			}
-			line := errorLines(t, s, p)
-			if line != "" && !regexp.MustCompile(c.want).MatchString(line) {
-				t.Errorf("error line %q does not match %q", line, c.want)
-			}
-			t.Log(p.stderr)
-			if n := lines(t, marks); n != 0 {
-				s.violate(t, "the command ran %d times on a ledger idem refused", n)
-			}
-			if after := listing(t, dir); after != before {
-				s.violate(t, "the ledger's directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
+			checkRefused(t, s, p, c.want, marks, dir, before)
 		})
 	}
 }
@@ -535,21 +543,7 @@ func TestReadOnlyLedgers(t *testing.T) {
 			sp := plain()
 			sp.nobody, sp.dir = true, root
 			p := start(t, sp, idem, append([]string{"--ledger", path, "run", "--key", "job:read-only"}, markCmd(marks)...)...)
-			s.add(0, 0, 1)
-			if p.code != 74 {
-				s.violate(t, "exit %d, want 74\n%v", p.code, p)
-			}
-			line := errorLines(t, s, p)
-			if line != "" && !regexp.MustCompile(c.want).MatchString(line) {
-				t.Errorf("error line %q does not match %q", line, c.want)
-			}
-			t.Log(p.stderr)
-			if n := lines(t, marks); n != 0 {
-				s.violate(t, "the command ran %d times on a ledger idem could not use", n)
-			}
-			if after := listing(t, dir); after != before {
-				s.violate(t, "the ledger's directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
+			checkRefused(t, s, p, c.want, marks, dir, before)
 		})
 	}
 }

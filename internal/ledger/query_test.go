@@ -18,11 +18,7 @@ import (
 // openQueryLedger opens a fresh SQLite ledger in t.TempDir.
 func openQueryLedger(t *testing.T, now func() time.Time) *ledger.SQLite {
 	t.Helper()
-	l, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openSQLite(t, filepath.Join(t.TempDir(), "ledger.db"))
 	if now != nil {
 		l.Now = now
 	}
@@ -109,11 +105,7 @@ func TestPurgeLargeWhileRunning(t *testing.T) {
 	}
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := ledger.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, path)
 	now := time.Now()
 	old := func(i int) bool { return i%2 == 0 }
 	began := time.Now()
@@ -125,11 +117,7 @@ func TestPurgeLargeWhileRunning(t *testing.T) {
 	})
 	t.Logf("seeded %d records in %v", n, time.Since(began).Round(time.Millisecond))
 
-	other, err := ledger.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openSQLite(t, path)
 	var (
 		wg        sync.WaitGroup
 		stop      = make(chan struct{})
@@ -228,15 +216,11 @@ func TestPurgeLargeWhileRunning(t *testing.T) {
 func TestPurgeCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := ledger.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, path)
 	now := time.Now()
 	seed(t, path, 100, func(i int) time.Time { return now.Add(-time.Hour) })
 	cancel()
-	_, err = l.Purge(ctx, ledger.PurgeRequest{Selector: ledger.Selector{All: true}, Chunk: 10})
+	_, err := l.Purge(ctx, ledger.PurgeRequest{Selector: ledger.Selector{All: true}, Chunk: 10})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Purge with a cancelled context: %v, want context.Canceled", err)
 	}
