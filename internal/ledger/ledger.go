@@ -183,6 +183,22 @@ type FinishRequest struct {
 	StderrTruncated bool
 }
 
+// output is what Finish stores as stdout and stderr: nothing (NULL) with
+// --no-output, else the bytes, empty rather than NULL when there were none.
+func (r FinishRequest) output() (stdout, stderr []byte) {
+	if !r.OutputStored {
+		return nil, nil
+	}
+	return nonNil(r.Stdout), nonNil(r.Stderr)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
 // Ledger is the contract every backend keeps. Writes by an owner are fenced
 // by token: a write that matches no row returns ErrLeaseLost.
 type Ledger interface {

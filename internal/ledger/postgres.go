@@ -827,10 +827,7 @@ func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, le
 // has one). When the commit's fate is unknown (the connection broke), the
 // record is read again: Finish returns nil only if the outcome is there.
 func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
-	var stdout, stderr []byte
-	if req.OutputStored {
-		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
-	}
+	stdout, stderr := req.output()
 	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+pgNow(15)+` AS now,
 			set_config('synchronous_commit', $16, true) AS sync),
 		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,

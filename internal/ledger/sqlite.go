@@ -848,10 +848,7 @@ func (s *SQLite) StartAttempt(ctx context.Context, key string, token int64, leas
 // the state is unknown, so the record is read again: Finish returns nil only
 // if the outcome is there.
 func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
-	var stdout, stderr []byte
-	if req.OutputStored {
-		stdout, stderr = nonNil(req.Stdout), nonNil(req.Stderr)
-	}
+	stdout, stderr := req.output()
 	err := s.writeSync(ctx, "record outcome", true, func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
 		var expires sql.NullInt64
@@ -882,13 +879,6 @@ func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
 		}
 	}
 	return err
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 // Release implements Ledger.
