@@ -3,7 +3,7 @@
 # (issue 6), as medians over repeated runs and as differences and ratios
 # against the bare command measured in the same run (runs interleaved).
 #
-#   bench/run.sh            # everything (about 5 minutes, 1.5 GiB of scratch)
+#   bench/run.sh            # everything (about 2 minutes, 1.5 GiB of scratch)
 #   QUICK=1 bench/run.sh    # fewer runs, 100k records instead of 1M
 #
 # Needs only Go, /bin/sh, cat and the tools it builds from bench/cmd.
