@@ -192,6 +192,13 @@ func (r FinishRequest) output() (stdout, stderr []byte) {
 	return nonNil(r.Stdout), nonNil(r.Stderr)
 }
 
+// landed reports whether rec, read afresh after this Finish failed with a
+// *StoreError, shows its outcome committed all the same: after a failed
+// commit the state is unknown, and only what a fresh read shows counts.
+func (r FinishRequest) landed(rec *Record, err error) bool {
+	return err == nil && rec.Token == r.Token && rec.Status == r.Status && !rec.Finished.IsZero()
+}
+
 func nonNil(b []byte) []byte {
 	if b == nil {
 		return []byte{}

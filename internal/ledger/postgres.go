@@ -840,12 +840,8 @@ func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync)
 	var se *StoreError
-	if errors.As(err, &se) {
-		// "State unknown": believe only what a fresh read shows.
-		rec, rerr := getPGRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)
-		if rerr == nil && rec.Token == req.Token && rec.Status == req.Status && !rec.Finished.IsZero() {
-			return nil
-		}
+	if errors.As(err, &se) && req.landed(getPGRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
+		return nil
 	}
 	return err
 }

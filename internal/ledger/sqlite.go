@@ -871,12 +871,8 @@ func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
 		return nil
 	}
 	var se *StoreError
-	if errors.As(err, &se) {
-		// "State unknown": believe only what a fresh read shows.
-		rec, rerr := getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)
-		if rerr == nil && rec.Token == req.Token && rec.Status == req.Status && !rec.Finished.IsZero() {
-			return nil
-		}
+	if errors.As(err, &se) && req.landed(getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)) {
+		return nil
 	}
 	return err
 }
