@@ -106,7 +106,7 @@ func explain(err error) (code int, msg, hint string) {
 		ee *exitError
 		se *ledger.StoreError
 	)
-	code, msg = ExitIO, err.Error()
+	msg = err.Error()
 	switch {
 	case errors.As(err, &ee):
 		code, msg, hint = ee.code, ee.msg, ee.hint
