@@ -287,8 +287,14 @@ func (a *app) colorOn(w io.Writer) bool {
 	case "never":
 		return false
 	}
+	return a.watched(w) && a.getenv("NO_COLOR") == ""
+}
+
+// watched says whether a person watches w: it is a terminal, and TERM is
+// not dumb.
+func (a *app) watched(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && isTerminal(f) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+	return ok && isTerminal(f) && a.getenv("TERM") != "dumb"
 }
 
 // noLedgerError says a SQLite ledger does not exist (yet): commands treat

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sync"
 	"time"
 
@@ -91,12 +90,6 @@ func (p *progress) show(line string) {
 		io.WriteString(p.w, clearLine+line)
 	}
 	p.shown = line
-}
-
-// stderrIsTerminal says whether a person watches idem's stderr.
-func (a *app) stderrIsTerminal() bool {
-	f, ok := a.stderr.(*os.File)
-	return ok && isTerminal(f) && a.getenv("TERM") != "dumb"
 }
 
 // statusLine is the text of the status line; left is the time until the

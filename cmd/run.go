@@ -228,7 +228,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		Timeout: o.timeout, Deadline: o.deadline, TTL: o.ttl, MaxOutput: o.maxOutput, NoOutput: o.noOutput,
 		Wait: o.wait || o.waitTimeout > 0, WaitTimeout: o.waitTimeout,
 		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: stderr,
-		Progress: newProgress(a.stderr, a.stderrIsTerminal(), o.quiet, stderr.startLine),
+		Progress: newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine),
 	}
 	if o.stdoutMode == "final" {
 		ro.StdoutMode = runner.StdoutFinal
