@@ -232,7 +232,6 @@ func digest(t *testing.T, path string) string {
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
-// listing is the names in dir with their content digests.
 // checkRefused checks a run on a ledger idem must refuse: exit 74, one
 // error line matching want, the command never ran (marks), and the
 // ledger's directory is as listed before.
@@ -255,6 +254,7 @@ func checkRefused(t *testing.T, s *stats, p proc, want, marks, dir, before strin
 	}
 }
 
+// listing is the names in dir with their content digests.
 func listing(t *testing.T, dir string) string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
