@@ -1,7 +1,7 @@
 package main
 
 // Crash points: idem built with -tags testhooks SIGKILLs itself where
-// IDEM_TESTONLY_CRASH says (internal/runner/testhooks_on.go). After each
+// IDEM_TESTONLY_CRASH says (internal/probe/crash.go). After each
 // crash the ledger must pass integrity_check and hold the key absent,
 // recoverably in progress, or recorded; the runs that follow must never
 // execute a command whose success was recorded, and must converge.
@@ -19,15 +19,25 @@ import (
 
 // buildHooked builds idem with its crash points compiled in.
 func buildHooked(t *testing.T) string {
+	return buildTagged(t, "testhooks", ".")
+}
+
+// buildTagged builds the main package pkg with -tags tags (internal/probe
+// gives its points a meaning in such a build).
+func buildTagged(t *testing.T, tags, pkg string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("the go tool is not on PATH to build idem with -tags testhooks")
+		t.Skipf("the go tool is not on PATH to build %s with -tags %s", pkg, tags)
 	}
-	bin := filepath.Join(t.TempDir(), "idem")
-	out, err := exec.Command(goTool, "build", "-tags", "testhooks", "-o", bin, ".").CombinedOutput()
+	name := filepath.Base(pkg)
+	if pkg == "." {
+		name = "idem"
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command(goTool, "build", "-tags", tags, "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build -tags testhooks: %v\n%s", err, out)
+		t.Fatalf("go build -tags %s %s: %v\n%s", tags, pkg, err, out)
 	}
 	return bin
 }

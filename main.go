@@ -7,8 +7,12 @@ import (
 	"os"
 
 	"github.com/idemhq/idem/cmd"
+	"github.com/idemhq/idem/internal/probe"
 )
 
 func main() {
-	os.Exit(cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	probe.At("main")
+	code := cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	probe.Exit()
+	os.Exit(code)
 }

@@ -43,6 +43,10 @@ go build -o "$out/purgebench" ./bench/cmd/purgebench
 go build -o "$out/goals" ./bench/cmd/goals
 go build -o "$out/fsynclat" ./bench/cmd/fsynclat
 CGO_ENABLED=0 go build -o "$out/floor" ./bench/cmd/floor
+# The same two with their points compiled in (internal/probe), for the
+# breakdown of a run's time.
+CGO_ENABLED=0 go build -tags phases -o "$out/idem-phases" .
+CGO_ENABLED=0 go build -tags phases -o "$out/floor-phases" ./bench/cmd/floor
 idem=$out/idem
 timeit=$out/timeit
 
@@ -86,6 +90,20 @@ rm -f "$work"/run.db* "$work"/floor.db*
 endsection
 echo "(floor-true: bench/cmd/floor, the same durable reserve/exec/record flow with nothing else, linked"
 echo "with the same drivers and cobra: what any Go program doing this pays on this machine)"
+
+# ---------------------------------------------------------------------------
+section "where a run's time goes: the points of idem run and of the floor"
+rm -f "$work"/runp.db* "$work"/floorp.db*
+"$out/idem-phases" --ledger "$work/runp.db" run --key bench-warm -- /bin/true
+"$out/floor-phases" "$work/floorp.db" bench-warm /bin/true
+"$timeit" -n "$runs" -phases -names bare-true,floor-phases,run-phases \
+	/bin/true "$out/floor-phases $work/floorp.db run-{n} /bin/true" \
+	"$out/idem-phases --ledger $work/runp.db run --key run-{n} -- /bin/true"
+endsection
+echo "(builds of idem and of the floor with -tags phases: each notes the wall clock at the points"
+echo "internal/probe names and writes them at exit; main is reached after exec, the runtime and package"
+echo "init; reaped is when wait4 returned. Their totals differ a little from the builds above: the"
+echo "writing of the points, and another binary layout.)"
 
 # ---------------------------------------------------------------------------
 section "replay of a recorded 10 KB output vs cat of the same 10 KB"

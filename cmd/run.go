@@ -20,6 +20,7 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
 )
 
@@ -200,6 +201,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		}
 		return usagef("see 'idem run --help'", "%v", err)
 	}
+	probe.At("parsed")
 
 	// There is no signal.Stop: idem exits next, and Stop, like Notify,
 	// waits for a round trip to the runtime's signal thread per signal.
@@ -210,11 +212,13 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
 	// killing idem; the handler is reset to default in the child by exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	probe.At("signals")
 
 	l, err := a.openLedger(ctx)
 	if err != nil {
 		return err
 	}
+	probe.At("opened")
 	defer ledger.CloseAtExit(l)
 	host := a.localHost()
 

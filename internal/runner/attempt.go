@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/probe"
 )
 
 // groupPoll is how often idem looks whether a process group it stopped is
@@ -48,7 +49,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	if err != nil {
 		return nil, err
 	}
-	testOnlyCrash("after-child-start")
+	probe.At("after-child-start")
 	exited := make(chan int, 1)
 	go func() { exited <- c.wait() }()
 
@@ -62,7 +63,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	}
 	defer func() { inv.pending = nil }()
-	testOnlyCrash("after-set-child")
+	probe.At("after-set-child")
 
 	var (
 		stopAt   <-chan time.Time // timeout or deadline

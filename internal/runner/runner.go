@@ -19,6 +19,7 @@ import (
 	"github.com/idemhq/idem/internal/backoff"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/probe"
 )
 
 // Clock is the runner's time source; tests inject a fake.
@@ -240,7 +241,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Deadline > 0 {
 		deadline = started.Add(o.Deadline)
 	}
-	testOnlyCrash("before-reserve")
+	probe.At("before-reserve")
 	resv, err := r.reserve(ctx, o, started, deadline)
 	if o.Wait {
 		o.progress(Event{Kind: EventResume})
@@ -248,7 +249,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	testOnlyCrash("after-reserve")
+	probe.At("after-reserve")
 	waited := r.Clock.Now().Sub(started)
 	switch resv.Outcome {
 	case ledger.Replay:
@@ -420,7 +421,7 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			return nil, err
 		}
 		last = end
-		testOnlyCrash("after-child-exit")
+		probe.At("after-child-exit")
 		inv.res.Ran++
 		inv.res.ExitCode = end.code
 		budgetLeft := inv.n < o.MaxAttempts
@@ -440,7 +441,7 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
-		testOnlyCrash("after-end-attempt")
+		probe.At("after-end-attempt")
 		if end.held != nil {
 			end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
 			end.held = nil
@@ -571,7 +572,7 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 		}
 		return nil, leaseLost(inv.o.Key, false, err)
 	}
-	testOnlyCrash("after-finish")
+	probe.At("after-finish")
 	if end.held != nil {
 		end.held.emit(inv.o.Stdout)
 	}
@@ -597,7 +598,7 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 		inv.res.Source = "idem"
 	}
 	// The outcome must be written even when idem is being stopped.
-	testOnlyCrash("before-finish")
+	probe.At("before-finish")
 	return inv.r.Ledger.Finish(context.WithoutCancel(ctx), req)
 }
 

@@ -4,7 +4,8 @@
 // the command, record its exit code with synchronous=FULL, and exit without
 // closing (truncating the WAL past 256 KiB, as idem does). It links the same
 // drivers (modernc SQLite and pgx) and cobra, so its start-up is idem's
-// minus idem's own code.
+// minus idem's own code. Built with -tags phases, it marks the points that
+// idem run marks too (internal/probe), for bench/run.sh's breakdown.
 //
 //	floor LEDGER KEY CMD [ARG...]   (a LEDGER of its own: the schema is one table)
 //	floor --pg DSN                  (links pgx in: connects and exits)
@@ -19,12 +20,14 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/idemhq/idem/internal/probe"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	_ "modernc.org/sqlite"
 )
 
 func main() {
+	probe.At("main")
 	var dsn string
 	root := &cobra.Command{
 		Use:           "floor LEDGER KEY CMD [ARG...]",
@@ -47,6 +50,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
+	probe.Exit()
 }
 
 func connect(ctx context.Context, dsn string) error {
@@ -79,6 +83,7 @@ func run(ctx context.Context, args []string) error {
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, code INTEGER)`); err != nil {
 		return err
 	}
+	probe.At("opened")
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -90,9 +95,15 @@ func run(ctx context.Context, args []string) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	probe.At("after-reserve")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	probe.At("after-child-start")
+	cmd.Wait()
+	probe.At("after-child-exit")
 	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
 		return err
 	}
@@ -111,5 +122,6 @@ func run(ctx context.Context, args []string) error {
 		conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
 		conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	}
+	probe.At("after-finish")
 	return nil
 }

@@ -10,6 +10,11 @@
 // so that every `idem run --key k{n}` reserves a new key. Runs are
 // interleaved (A B C A B C ...) so that noise from other work on the machine
 // falls on every command alike. Peak RSS comes from wait4's rusage.
+//
+// With -phases, each run gets IDEM_PHASE_FILE: a build of idem or of
+// bench/cmd/floor with -tags phases writes there when it passed each of its
+// points (internal/probe), and timeit prints, for every command that wrote
+// any, the median time of each point since the spawn and of each step.
 package main
 
 import (
@@ -27,6 +32,7 @@ type sample struct {
 	wall   time.Duration
 	cpu    time.Duration // user + system, the process and its children
 	maxRSS int64         // KiB
+	points []point       // with -phases: the points the run passed, in order
 }
 
 func main() {
@@ -38,6 +44,7 @@ func main() {
 	names := flag.String("names", "", "comma-separated labels for the commands")
 	failOK := flag.Bool("allow-fail", false, "do not stop at a non-zero exit")
 	results := flag.String("results", "", "append one machine-readable line per command to FILE")
+	phases := flag.Bool("phases", false, "collect the points of builds with -tags phases (IDEM_PHASE_FILE)")
 	flag.Parse()
 	cmds := flag.Args()
 	if len(cmds) == 0 {
@@ -53,6 +60,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "timeit:", err)
 		os.Exit(2)
 	}
+	var phaseFile string
+	if *phases {
+		dir, err := os.MkdirTemp("", "timeit-phases-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "timeit:", err)
+			os.Exit(2)
+		}
+		defer os.RemoveAll(dir)
+		phaseFile = dir + "/points"
+	}
 	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
 	seq := 0
 	samples := make([][]sample, len(cmds))
@@ -61,7 +78,7 @@ func main() {
 			// Rotate the order so no command always runs right after another.
 			k := (i + j) % len(cmds)
 			seq++
-			s, err := runOnce(cmds[k], nonce+"-"+strconv.Itoa(seq), files)
+			s, err := runOnce(cmds[k], nonce+"-"+strconv.Itoa(seq), files, phaseFile)
 			if err != nil && !*failOK {
 				fmt.Fprintf(os.Stderr, "timeit: %s: %v\n", cmds[k], err)
 				os.Exit(1)
@@ -103,6 +120,9 @@ func main() {
 				labels[k], med.Microseconds(), p90.Microseconds(), base.Microseconds(), pct(cpus, 50).Microseconds(), rss, len(ss))
 		}
 	}
+	if *phases {
+		printPhases(labels, samples)
+	}
 }
 
 func ms(d time.Duration) string {
@@ -136,7 +156,7 @@ func openFiles(in, out, errPath string) ([]*os.File, error) {
 	return []*os.File{i, o, e}, nil
 }
 
-func runOnce(cmd, unique string, files []*os.File) (sample, error) {
+func runOnce(cmd, unique string, files []*os.File, phaseFile string) (sample, error) {
 	cmd = strings.ReplaceAll(cmd, "{n}", unique)
 	var argv []string
 	if line, ok := strings.CutPrefix(cmd, "sh:"); ok {
@@ -155,8 +175,15 @@ func runOnce(cmd, unique string, files []*os.File) (sample, error) {
 	if _, err := files[0].Seek(0, 0); err != nil {
 		return sample{}, err
 	}
+	attr := &os.ProcAttr{Files: files}
+	if phaseFile != "" {
+		if err := os.Remove(phaseFile); err != nil && !os.IsNotExist(err) {
+			return sample{}, err
+		}
+		attr.Env = append(os.Environ(), "IDEM_PHASE_FILE="+phaseFile)
+	}
 	start := time.Now()
-	p, err := os.StartProcess(path, argv, &os.ProcAttr{Files: files})
+	p, err := os.StartProcess(path, argv, attr)
 	if err != nil {
 		return sample{}, err
 	}
@@ -173,6 +200,11 @@ func runOnce(cmd, unique string, files []*os.File) (sample, error) {
 		return sample{}, err
 	}
 	s := sample{wall: wall, cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), maxRSS: ru.Maxrss}
+	if phaseFile != "" {
+		if s.points, err = readPoints(phaseFile, start, wall); err != nil {
+			return s, err
+		}
+	}
 	if !ws.Exited() || ws.ExitStatus() != 0 {
 		return s, fmt.Errorf("exit status %v", ws)
 	}

@@ -1,0 +1,92 @@
+package main
+
+// The benchmark's breakdown of where a run's time goes (bench/run.sh) rests
+// on builds of idem and of bench/cmd/floor with -tags phases, which write
+// the points they passed to IDEM_PHASE_FILE (internal/probe). These tests
+// hold that contract: the points of a run and of a replay, in order; the
+// points the floor shares with idem, which timeit compares; and no file
+// from idem as built for use.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// points runs bin with args and IDEM_PHASE_FILE set, and returns the names
+// of the points it wrote, after checking that their times never go back.
+func points(t *testing.T, bin string, args ...string) []string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "points")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "IDEM_PHASE_FILE="+file)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+	}
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var last int64
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		name, ns, _ := strings.Cut(line, " ")
+		at, err := strconv.ParseInt(ns, 10, 64)
+		if err != nil {
+			t.Fatalf("line %q of the points: %v", line, err)
+		}
+		if at < last {
+			t.Errorf("point %s at %d, before the point before it (%d)", name, at, last)
+		}
+		names, last = append(names, name), at
+	}
+	return names
+}
+
+func TestPhasePoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds idem and the floor with -tags phases; skipped with -short")
+	}
+	idem := buildTagged(t, "phases", ".")
+	floor := buildTagged(t, "phases", "./bench/cmd/floor")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	run := []string{"main", "parsed", "signals", "opened", "before-reserve", "after-reserve",
+		"after-child-start", "after-set-child", "after-child-exit", "before-finish", "after-finish", "exit"}
+
+	got := points(t, idem, "--ledger", db, "run", "--key", "phase-points", "--", "true")
+	if !slices.Equal(got, run) {
+		t.Errorf("points of a run:\n got %q\nwant %q", got, run)
+	}
+	replay := []string{"main", "parsed", "signals", "opened", "before-reserve", "after-reserve", "exit"}
+	if got := points(t, idem, "--ledger", db, "run", "--key", "phase-points", "--", "true"); !slices.Equal(got, replay) {
+		t.Errorf("points of a replay:\n got %q\nwant %q", got, replay)
+	}
+	if got, want := points(t, idem, "--version"), []string{"main", "exit"}; !slices.Equal(got, want) {
+		t.Errorf("points of --version: got %q, want %q", got, want)
+	}
+
+	// timeit compares the steps between the points both pass
+	shared := []string{"main", "opened", "after-reserve", "after-child-start", "after-child-exit", "after-finish", "exit"}
+	got = points(t, floor, filepath.Join(dir, "floor.db"), "phase-points", "true")
+	if !slices.Equal(got, shared) {
+		t.Errorf("points of the floor:\n got %q\nwant %q", got, shared)
+	}
+	for _, p := range shared {
+		if !slices.Contains(run, p) {
+			t.Errorf("the floor's point %s is not one of a run's", p)
+		}
+	}
+
+	// idem as built for use has no points and ignores the variable
+	if got := points(t, idemBin(t), "--ledger", db, "run", "--key", "phase-points-2", "--", "true"); got != nil {
+		t.Errorf("idem without -tags phases wrote points: %q", got)
+	}
+}
