@@ -1,0 +1,84 @@
+// Package exitcode is idem's table of its own exit codes: each code as a
+// named constant, with its one-line meaning. The help's and the manual's
+// EXIT STATUS sections are generated from it, and a test holds the README's
+// table to it. Codes follow sysexits(3) and timeout(1).
+package exitcode
+
+import (
+	"strconv"
+	"strings"
+)
+
+// idem's own exit codes.
+const (
+	OK         = 0   // inspect, purge or key did what was asked
+	NoRecord   = 1   // inspect: no record for the key
+	Usage      = 64  // EX_USAGE
+	DataErr    = 65  // EX_DATAERR: key reused with another fingerprint
+	Software   = 70  // EX_SOFTWARE: an error idem has no name for (a bug)
+	IOErr      = 74  // EX_IOERR: the ledger cannot be opened, read or written
+	TempFail   = 75  // EX_TEMPFAIL: try again later
+	Timeout    = 124 // timeout(1): idem stopped the last attempt
+	CannotExec = 126 // the command is not executable
+	NotFound   = 127 // the command was not found
+	Signal     = 128 // idem was interrupted by signal N: it exits Signal+N
+)
+
+// Signaled is the code for a death by, or an interruption by, signal sig,
+// as shells report it: 128+sig.
+func Signaled(sig int) int { return Signal + sig }
+
+// Source says whose exit code idem exits with. The ledger stores it as
+// text ("child" or "idem").
+type Source string
+
+const (
+	// SourceChild: the command's own code (it ran, or was replayed).
+	SourceChild Source = "child"
+	// SourceIdem: a code idem chose (it timed the command out, was
+	// interrupted, or failed itself).
+	SourceIdem Source = "idem"
+)
+
+// Entry is one row of the table.
+type Entry struct {
+	Code    int
+	Name    string // the constant's name
+	Meaning string // one line; `--flag` marks literal text
+}
+
+// Label is the code as the table shows it: "64", or "128+N" for Signal.
+func (e Entry) Label() string {
+	if e.Code == Signal {
+		return "128+N"
+	}
+	return strconv.Itoa(e.Code)
+}
+
+// Plain is Meaning without its literal-text marks, for the help and the
+// manual page.
+func (e Entry) Plain() string { return Plain(e.Meaning) }
+
+// Plain drops the `marks` of a meaning.
+func Plain(s string) string { return strings.ReplaceAll(s, "`", "") }
+
+// Command is the meaning of the row that comes before the table: a command
+// that ran, or was replayed, gives idem its own exit code.
+const Command = "the command ran, or was replayed: its exit code"
+
+// Table returns idem's own exit codes in ascending order.
+func Table() []Entry {
+	return []Entry{
+		{OK, "OK", "inspect, purge or key did what was asked"},
+		{NoRecord, "NoRecord", "inspect: no record for KEY"},
+		{Usage, "Usage", "usage: bad flag, bad key, no command"},
+		{DataErr, "DataErr", "key reused with a different command or payload"},
+		{Software, "Software", "internal error in idem (a bug: please report it)"},
+		{IOErr, "IOErr", "ledger cannot be opened, read or written"},
+		{TempFail, "TempFail", "key in progress elsewhere (or `--wait` timed out), or lease lost; purge: a live record was kept"},
+		{Timeout, "Timeout", "last attempt timed out"},
+		{CannotExec, "CannotExec", "command not executable"},
+		{NotFound, "NotFound", "command not found"},
+		{Signal, "Signal", "idem was interrupted by signal N"},
+	}
+}
