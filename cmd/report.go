@@ -106,7 +106,7 @@ func reportSource(res *runner.Result) string {
 	case res.Signal != 0, res.TimedOut:
 		return "idem"
 	case res.Source != "":
-		return res.Source
+		return string(res.Source)
 	}
 	return "child"
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/probe"
 )
@@ -157,10 +158,10 @@ func (inv *invocation) classify(end *attemptEnd, c *child) {
 	case end.timedOut:
 		// Transient whatever --transient-codes says; a child's own 124 is
 		// not here: it was not stopped by idem.
-		end.code, end.class = 124, ledger.ClassTimeout
-	case c.tty >= 0 && (end.code == 128+int(syscall.SIGINT) || end.code == 128+int(syscall.SIGQUIT)):
+		end.code, end.class = exitcode.Timeout, ledger.ClassTimeout
+	case c.tty >= 0 && (end.code == exitcode.Signaled(int(syscall.SIGINT)) || end.code == exitcode.Signaled(int(syscall.SIGQUIT))):
 		// Ctrl-C on the terminal reached only the child's foreground group.
-		end.signal, end.class = syscall.Signal(end.code-128), ledger.ClassInterrupted
+		end.signal, end.class = syscall.Signal(end.code-exitcode.Signal), ledger.ClassInterrupted
 	case o.Transient.Contains(end.code):
 		end.class = ledger.ClassTransient
 	default:

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/idemhq/idem/internal/exitcode"
 )
 
 // waitDelay bounds how long idem waits, after its child exited, for a
@@ -19,12 +21,12 @@ const waitDelay = time.Second
 // StartError says idem itself could not start the command: nothing ran.
 type StartError struct {
 	Path string
-	Code int // 126 not executable, 127 not found
+	Code int // exitcode.CannotExec or exitcode.NotFound
 	Err  error
 }
 
 func (e *StartError) Error() string {
-	if e.Code == 127 {
+	if e.Code == exitcode.NotFound {
 		return "command not found: " + e.Path
 	}
 	why := e.Err
@@ -78,9 +80,9 @@ func startChild(spec childSpec) (*child, error) {
 }
 
 func startError(path string, err error) error {
-	code := 126
+	code := exitcode.CannotExec
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		code = 127
+		code = exitcode.NotFound
 	}
 	return &StartError{Path: path, Code: code, Err: err}
 }
@@ -98,7 +100,7 @@ func (c *child) wait() int {
 		return 1
 	}
 	if st.Signaled() {
-		return 128 + int(st.Signal())
+		return exitcode.Signaled(int(st.Signal()))
 	}
 	return st.ExitStatus()
 }

@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -56,6 +57,24 @@ func TestClassify(t *testing.T) {
 			if end.code != tc.wantCode || end.class != tc.class || end.signal != tc.signal || end.timedOut != tc.timedOut {
 				t.Errorf("classify(%+v) = code %d class %s signal %v timedOut %v; want %d %s %v %v",
 					tc.in, end.code, end.class, end.signal, end.timedOut, tc.wantCode, tc.class, tc.signal, tc.timedOut)
+			}
+		})
+	}
+}
+
+func TestResultExit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  Result
+		want int
+	}{
+		{"child", Result{ExitCode: 3, Source: exitcode.SourceChild}, 3},
+		{"timeout", Result{ExitCode: exitcode.Timeout, Source: exitcode.SourceIdem, TimedOut: true}, 124},
+		{"interrupted", Result{ExitCode: 143, Source: exitcode.SourceIdem, Signal: syscall.SIGINT}, 130},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.res.Exit(); got != tc.want {
+				t.Fatalf("Exit() = %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemhq/idem/internal/backoff"
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/probe"
@@ -137,8 +138,12 @@ type Result struct {
 	Record   *ledger.Record
 	Attempts int // attempts on the record, across invocations
 	Ran      int // attempts this invocation started
+	// ExitCode is the recorded (or replayed) attempt's code; Exit says
+	// what idem exits with.
 	ExitCode int
-	Source   string // "child" or "idem"
+	// Source says whose code Exit is: the command's, or one idem chose (it
+	// timed the last attempt out, or was interrupted).
+	Source   exitcode.Source
 	Started  time.Time
 	Finished time.Time
 	// Signal is set when idem was interrupted; idem exits 128+N.
@@ -152,6 +157,15 @@ type Result struct {
 	// Warnings are for the user (bad IDEM_RETRY_AFTER content); the runner
 	// prints nothing itself.
 	Warnings []string
+}
+
+// Exit is the code idem exits with: 128+N when it was interrupted by
+// signal N, else the recorded attempt's code.
+func (r *Result) Exit() int {
+	if r.Signal != 0 {
+		return exitcode.Signaled(int(r.Signal))
+	}
+	return r.ExitCode
 }
 
 // BusyError is returned when a live owner holds the key.
@@ -261,8 +275,12 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		rec := resv.Record
+		src := exitcode.Source(rec.ExitSource)
+		if src == "" {
+			src = exitcode.SourceChild
+		}
 		return &Result{Key: o.Key, Status: rec.Status, Replayed: true, Record: rec, Attempts: rec.Attempts,
-			ExitCode: rec.ExitCode, Source: rec.ExitSource, Started: started, Finished: r.Clock.Now(),
+			ExitCode: rec.ExitCode, Source: src, Started: started, Finished: r.Clock.Now(),
 			TookOver: resv.Abandoned != nil, Waited: waited,
 			StdoutTruncated: rec.StdoutTruncated, StderrTruncated: rec.StderrTruncated}, nil
 	case ledger.Busy:
@@ -270,7 +288,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	inv := &invocation{r: r, o: o, started: started, deadline: deadline, token: resv.Token, n: resv.Attempt,
 		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
-		res: &Result{Key: o.Key, Started: started, Source: "child", TookOver: resv.Abandoned != nil, Waited: waited}}
+		res: &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited}}
 	if resv.Abandoned != nil {
 		// Before anything runs, the abandoned owner's child must be gone:
 		// two executions never overlap.
@@ -375,6 +393,16 @@ type attemptEnd struct {
 	stdout     *capture
 	stderr     *capture
 	held       *spool // --stdout final
+}
+
+// source says whose code the attempt's is: idem's when it stopped the
+// attempt at --timeout or the deadline (the code is then 124), else the
+// command's.
+func (e *attemptEnd) source() exitcode.Source {
+	if e.timedOut {
+		return exitcode.SourceIdem
+	}
+	return exitcode.SourceChild
 }
 
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
@@ -577,6 +605,10 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 		end.held.emit(inv.o.Stdout)
 	}
 	inv.res.Status = status
+	inv.res.Source = end.source()
+	if inv.res.Signal != 0 {
+		inv.res.Source = exitcode.SourceIdem // idem exits 128+N
+	}
 	inv.res.Attempts = inv.n
 	inv.res.Finished = inv.r.Clock.Now()
 	return inv.res, nil
@@ -585,17 +617,13 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 func (inv *invocation) finish(ctx context.Context, status ledger.Status, code int, class string, end *attemptEnd) error {
 	req := ledger.FinishRequest{
 		Key: inv.o.Key, Token: inv.token, AttemptID: inv.attemptID, Status: status, ExitCode: code,
-		ExitSource: "child", Class: class, Duration: inv.r.Clock.Now().Sub(inv.started), TTL: inv.o.TTL,
+		ExitSource: string(end.source()), Class: class, Duration: inv.r.Clock.Now().Sub(inv.started), TTL: inv.o.TTL,
 		OutputStored: !inv.o.NoOutput,
 	}
 	if end != nil && end.stdout != nil {
 		req.Stdout, req.StdoutTruncated = end.stdout.buf, end.stdout.truncated
 		req.Stderr, req.StderrTruncated = end.stderr.buf, end.stderr.truncated
 		inv.res.StdoutTruncated, inv.res.StderrTruncated = req.StdoutTruncated, req.StderrTruncated
-	}
-	if end != nil && end.timedOut {
-		req.ExitSource = "idem"
-		inv.res.Source = "idem"
 	}
 	// The outcome must be written even when idem is being stopped.
 	probe.At("before-finish")
