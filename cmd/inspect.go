@@ -2,24 +2,18 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/fatih/color"
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
 )
-
-// timeFormat is RFC 3339 in UTC with milliseconds, the ledger's precision.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 type inspectOptions struct {
 	statuses []string
@@ -84,9 +78,6 @@ EXIT STATUS
 `)
 	return c
 }
-
-// helpTemplate is cobra's default; each command appends its EXIT STATUS.
-func helpTemplate() string { return (&cobra.Command{}).HelpTemplate() }
 
 func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	if o.stdout || o.stderr {
@@ -303,53 +294,6 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	writeTable(a.stdout, rows, nil)
 }
 
-func bytesNote(n int, truncated bool) string {
-	s := fmt.Sprintf("%d bytes", n)
-	if n == 1 {
-		s = "1 byte"
-	}
-	if truncated {
-		s += " (truncated)"
-	}
-	return s
-}
-
-// stamp renders a time for people: RFC 3339 UTC and how far from now.
-func stamp(t, now time.Time) string {
-	d := now.Sub(t)
-	rel := age(d) + " ago"
-	if d < 0 {
-		rel = "in " + age(-d)
-	}
-	return fmt.Sprintf("%s (%s)", t.UTC().Format(timeFormat), rel)
-}
-
-// span renders a duration compactly: 12ms, 1.5s, 4m3s, 2h5m, 3d4h.
-func span(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Hour:
-		d = d.Round(time.Second)
-		return twoUnits(int(d.Minutes()), "m", int(d.Seconds())%60, "s")
-	case d < 48*time.Hour:
-		d = d.Round(time.Minute)
-		return twoUnits(int(d.Hours()), "h", int(d.Minutes())%60, "m")
-	}
-	d = d.Round(time.Hour)
-	return twoUnits(int(d.Hours())/24, "d", int(d.Hours())%24, "h")
-}
-
-// twoUnits renders "4m3s", or "4m" when the smaller unit is zero.
-func twoUnits(big int, bigUnit string, small int, smallUnit string) string {
-	if small == 0 {
-		return strconv.Itoa(big) + bigUnit
-	}
-	return strconv.Itoa(big) + bigUnit + strconv.Itoa(small) + smallUnit
-}
-
 func statusCell(r *ledger.Record, now time.Time) string {
 	s := string(r.Status)
 	switch {
@@ -373,61 +317,6 @@ func durationCell(r *ledger.Record, now time.Time) string {
 		return span(now.Sub(r.Started)) + "+"
 	}
 	return span(r.Duration)
-}
-
-// writeTable prints rows with columns padded to their widest cell; paint,
-// when set, may decorate a cell after its width was measured.
-func writeTable(w io.Writer, rows [][]string, paint func(row, col int, cell string) string) {
-	var widths []int
-	for _, row := range rows {
-		for i, cell := range row {
-			if i >= len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], len(cell))
-		}
-	}
-	var b strings.Builder
-	for r, row := range rows {
-		b.Reset()
-		for i, cell := range row {
-			pad := widths[i] - len(cell)
-			if paint != nil {
-				cell = paint(r, i, cell)
-			}
-			b.WriteString(cell)
-			if i < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", pad+2))
-			}
-		}
-		b.WriteByte('\n')
-		io.WriteString(w, b.String())
-	}
-}
-
-// statusPainter colours a status on a terminal only: when stdout is one,
-// --color allows it and NO_COLOR is unset (or --color always).
-func statusPainter(a *app) func(ledger.Status, string) string {
-	on := a.colorOn(a.stdout)
-	colours := map[ledger.Status]*color.Color{
-		ledger.StatusSucceeded:  color.New(color.FgGreen),
-		ledger.StatusFailed:     color.New(color.FgRed, color.Bold),
-		ledger.StatusRetryable:  color.New(color.FgYellow),
-		ledger.StatusInProgress: color.New(color.FgCyan),
-	}
-	for _, c := range colours {
-		if on {
-			c.EnableColor()
-		} else {
-			c.DisableColor()
-		}
-	}
-	return func(s ledger.Status, text string) string {
-		if c, ok := colours[s]; ok && on {
-			return c.Sprint(text)
-		}
-		return text
-	}
 }
 
 func parseStatuses(in []string) ([]ledger.Status, error) {
@@ -467,134 +356,4 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, usagef("give a duration such as 30m or 2d, or a time such as 2026-12-02T03:00:00Z", "invalid --since %q", s)
 	}
 	return now.Add(-d), nil
-}
-
-// recordJSON is one record in `idem inspect --json`. The README documents
-// every field; add fields, never rename or remove them.
-type recordJSON struct {
-	Key             string     `json:"key"`
-	Status          string     `json:"status"`
-	Attempts        int        `json:"attempts"`
-	MaxAttempts     int        `json:"max_attempts"`
-	ExitCode        *int       `json:"exit_code"`
-	ExitSource      *string    `json:"exit_source"`
-	Replays         int64      `json:"replays"`
-	LastReplay      *string    `json:"last_replay"`
-	Created         string     `json:"created"`
-	Started         string     `json:"started"`
-	Finished        *string    `json:"finished"`
-	DurationMS      *int64     `json:"duration_ms"`
-	TTLMS           *int64     `json:"ttl_ms"`
-	Expires         *string    `json:"expires"`
-	Expired         bool       `json:"expired"`
-	Command         []string   `json:"command"`
-	Fingerprint     string     `json:"fingerprint"`
-	OutputStored    bool       `json:"output_stored"`
-	StdoutTruncated bool       `json:"stdout_truncated"`
-	StderrTruncated bool       `json:"stderr_truncated"`
-	Owner           *ownerJSON `json:"owner"`
-}
-
-// ownerJSON is the lease holder of an in_progress record.
-type ownerJSON struct {
-	Host         string `json:"host"`
-	PID          int    `json:"pid"`
-	Token        int64  `json:"token"`
-	LeaseExpires string `json:"lease_expires"`
-	LeaseExpired bool   `json:"lease_expired"`
-	ChildPGID    *int   `json:"child_pgid"`
-}
-
-// detailJSON is `idem inspect KEY --json`: the record plus its history.
-type detailJSON struct {
-	recordJSON
-	StdoutBytes int           `json:"stdout_bytes"`
-	StderrBytes int           `json:"stderr_bytes"`
-	History     []attemptJSON `json:"history"`
-}
-
-// attemptJSON is one attempt in the history.
-type attemptJSON struct {
-	N          int     `json:"n"`
-	Token      int64   `json:"token"`
-	Host       string  `json:"host"`
-	PID        int     `json:"pid"`
-	Started    string  `json:"started"`
-	Ended      *string `json:"ended"`
-	DurationMS *int64  `json:"duration_ms"`
-	ExitCode   *int    `json:"exit_code"`
-	Class      *string `json:"class"`
-	DelayMS    int64   `json:"delay_ms"`
-}
-
-func jsonTime(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func jsonTimeOrNull(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := jsonTime(t)
-	return &s
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func toRecordJSON(r *ledger.Record, now time.Time) recordJSON {
-	j := recordJSON{Key: r.Key, Status: string(r.Status), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
-		Replays: r.Replays, LastReplay: jsonTimeOrNull(r.LastReplay), Created: jsonTime(r.Created),
-		Started: jsonTime(r.Started), Finished: jsonTimeOrNull(r.Finished), Expires: jsonTimeOrNull(r.Expires),
-		Expired: r.Expired(now), Command: r.Command, Fingerprint: r.Fingerprint, OutputStored: r.OutputStored,
-		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated}
-	if j.Command == nil {
-		j.Command = []string{}
-	}
-	if r.HasExit {
-		j.ExitCode, j.ExitSource = ptr(r.ExitCode), ptr(r.ExitSource)
-	}
-	if !r.Finished.IsZero() {
-		j.DurationMS = ptr(r.Duration.Milliseconds())
-	}
-	if r.TTL > 0 {
-		j.TTLMS = ptr(r.TTL.Milliseconds())
-	}
-	if r.Status == ledger.StatusInProgress {
-		o := &ownerJSON{Host: r.Owner.Host, PID: r.Owner.PID, Token: r.Token, LeaseExpires: jsonTime(r.LeaseExpiry),
-			LeaseExpired: !now.Before(r.LeaseExpiry)}
-		if r.Owner.ChildPGID != 0 {
-			o.ChildPGID = ptr(r.Owner.ChildPGID)
-		}
-		j.Owner = o
-	}
-	return j
-}
-
-func toAttemptJSON(h ledger.Attempt) attemptJSON {
-	j := attemptJSON{N: h.N, Token: h.Token, Host: h.Host, PID: h.PID, Started: jsonTime(h.Started),
-		Ended: jsonTimeOrNull(h.Ended), DelayMS: h.Delay.Milliseconds()}
-	if !h.Ended.IsZero() {
-		j.DurationMS = ptr(h.Ended.Sub(h.Started).Milliseconds())
-	}
-	if h.HasExit {
-		j.ExitCode = ptr(h.ExitCode)
-	}
-	if h.Class != "" {
-		j.Class = ptr(h.Class)
-	}
-	return j
-}
-
-// writeJSON prints v indented, with a final newline, leaving <, > and &
-// as they are.
-func writeJSON(w io.Writer, v any) error {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return &exitError{code: ExitIO, msg: fmt.Sprintf("write JSON: %v", err)}
-	}
-	return nil
 }

@@ -186,24 +186,3 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	}
 	return nil
 }
-
-func records(n int) string {
-	if n == 1 {
-		return "1 record"
-	}
-	return fmt.Sprintf("%d records", n)
-}
-
-// size renders a byte count: 512 B, 1.5 KiB, 76.2 MiB.
-func size(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}

@@ -291,31 +291,6 @@ func outputNote(rec *ledger.Record) string {
 	return ""
 }
 
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	}
-	return s.String()
-}
-
-// age renders a duration for people: 45s, 4m, 3h, 2d.
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
 // runError turns the runner's errors into idem's messages and exit codes.
 func runError(err error, o *runOptions) error {
 	var (
@@ -384,18 +359,6 @@ func runError(err error, o *runOptions) error {
 		return &exitError{code: ExitIO, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed), hint: hint}
 	}
 	return err
-}
-
-func quoteArgv(argv []string) string {
-	q := make([]string, len(argv))
-	for i, s := range argv {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	s := strings.Join(q, " ")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }
 
 func lookupEnv(env []string, name string) (string, bool) {

@@ -1,96 +1,12 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idemhq/idem/internal/ledger"
 )
-
-// completionLimit bounds the keys offered for one completion.
-const completionLimit = 200
-
-// completeKeys is the ValidArgsFunction of inspect and purge: the ledger's
-// keys that start with what was typed. Any error gives no completions and
-// prints nothing (a shell prompt is no place for idem: lines), and a
-// ledger that does not exist yet is not created.
-func completeKeys(a *app, maxArgs int) cobra.CompletionFunc {
-	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		none := cobra.ShellCompDirectiveNoFileComp
-		if maxArgs > 0 && len(args) >= maxArgs {
-			return nil, none
-		}
-		keys, err := ledgerKeys(c.Context(), a, toComplete)
-		if err != nil {
-			return nil, none
-		}
-		done := make(map[string]bool, len(args))
-		for _, k := range args {
-			done[k] = true
-		}
-		out := keys[:0]
-		for _, k := range keys {
-			if !done[k] {
-				out = append(out, k)
-			}
-		}
-		return out, none
-	}
-}
-
-func ledgerKeys(ctx context.Context, a *app, prefix string) ([]string, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	a.ui = &ui{w: io.Discard, quiet: true} // warnings of openLedger go nowhere
-	l, err := a.openExistingLedger(ctx)    // never create a ledger to complete a word
-	if err != nil {
-		return nil, err
-	}
-	defer l.Close()
-	recs, err := l.List(ctx, ledger.ListFilter{Prefix: prefix, Limit: completionLimit})
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(recs))
-	for i, r := range recs {
-		keys[i] = r.Key
-	}
-	return keys, nil
-}
-
-// initCompletionCmd adds cobra's completion command now (rather than when
-// it executes) so that a missing or unknown shell is a usage error, not a
-// help text that exits 0.
-func initCompletionCmd(root *cobra.Command) {
-	root.InitDefaultCompletionCmd()
-	for _, c := range root.Commands() {
-		if c.Name() != "completion" {
-			continue
-		}
-		c.Example = `  # bash (needs the bash-completion package), for this shell, then for good
-  source <(idem completion bash)
-  idem completion bash > /etc/bash_completion.d/idem
-
-  # zsh, fish
-  idem completion zsh > "${fpath[1]}/_idem"
-  idem completion fish > ~/.config/fish/completions/idem.fish`
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("idem completion bash|zsh|fish|powershell", "name a shell")
-			}
-			return usagef("idem completion bash|zsh|fish|powershell", "unknown shell %q", args[0])
-		}
-	}
-}
 
 // newManCmd writes idem's manual page, generated from the command tree.
 func newManCmd(a *app) *cobra.Command {

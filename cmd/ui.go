@@ -1,0 +1,148 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/fatih/color"
+	"golang.org/x/sys/unix"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// colorOn says whether to colour what goes to w: --color always, or
+// --color auto with w a terminal, NO_COLOR unset and TERM not dumb.
+func (a *app) colorOn(w io.Writer) bool {
+	switch a.colorFlag {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return a.watched(w) && a.getenv("NO_COLOR") == ""
+}
+
+// watched says whether a person watches w: it is a terminal, and TERM is
+// not dumb.
+func (a *app) watched(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f) && a.getenv("TERM") != "dumb"
+}
+
+// ui renders idem's own lines on stderr.
+type ui struct {
+	w      io.Writer
+	quiet  bool
+	errTag *color.Color
+	hint   *color.Color
+	notice *color.Color
+}
+
+func newUI(a *app) *ui {
+	u := &ui{w: a.stderr, errTag: color.New(color.FgRed, color.Bold), hint: color.New(color.FgYellow), notice: color.New(color.FgCyan)}
+	on := a.colorOn(a.stderr)
+	for _, c := range []*color.Color{u.errTag, u.hint, u.notice} {
+		if on {
+			c.EnableColor()
+		} else {
+			c.DisableColor()
+		}
+	}
+	return u
+}
+
+func (u *ui) errorLine(msg, hint string) {
+	u.startLine()
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.errTag.Sprint("error:"), oneLine(msg))
+	if hint != "" {
+		fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(hint))
+	}
+}
+
+// noticef prints an idem: line unless --quiet.
+func (u *ui) noticef(format string, args ...any) {
+	if u.quiet {
+		return
+	}
+	u.startLine()
+	fmt.Fprintf(u.w, "idem: %s\n", oneLine(fmt.Sprintf(format, args...)))
+}
+
+// warnf prints an idem: warning: line unless --quiet.
+func (u *ui) warnf(format string, args ...any) {
+	if u.quiet {
+		return
+	}
+	u.startLine()
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("warning:"), oneLine(fmt.Sprintf(format, args...)))
+}
+
+// lineWriter is idem's stderr while a command's output passes through it.
+// It remembers whether the last byte written ended a line, so that idem's
+// own lines start on a line of their own even after output that did not
+// end with a newline (a replayed binary stderr, a prompt, a progress bar).
+// The command's bytes themselves pass through unchanged.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	mid bool // the last byte written was not '\n'
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.w.Write(p)
+	if n > 0 {
+		l.mid = p[n-1] != '\n'
+	}
+	return n, err
+}
+
+// startLine ends a line left open by earlier output.
+func (l *lineWriter) startLine() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mid {
+		l.w.Write([]byte{'\n'})
+		l.mid = false
+	}
+}
+
+// startLine makes the next idem: line begin at the start of a line.
+func (u *ui) startLine() {
+	if lw, ok := u.w.(*lineWriter); ok {
+		lw.startLine()
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// statusPainter colours a status on a terminal only: when stdout is one,
+// --color allows it and NO_COLOR is unset (or --color always).
+func statusPainter(a *app) func(ledger.Status, string) string {
+	on := a.colorOn(a.stdout)
+	colours := map[ledger.Status]*color.Color{
+		ledger.StatusSucceeded:  color.New(color.FgGreen),
+		ledger.StatusFailed:     color.New(color.FgRed, color.Bold),
+		ledger.StatusRetryable:  color.New(color.FgYellow),
+		ledger.StatusInProgress: color.New(color.FgCyan),
+	}
+	for _, c := range colours {
+		if on {
+			c.EnableColor()
+		} else {
+			c.DisableColor()
+		}
+	}
+	return func(s ledger.Status, text string) string {
+		if c, ok := colours[s]; ok && on {
+			return c.Sprint(text)
+		}
+		return text
+	}
+}
