@@ -7,20 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
-)
-
-// Exit codes of idem itself (sysexits and timeout(1) conventions).
-const (
-	ExitOK         = 0
-	ExitNotFound   = 1 // inspect of an unknown key
-	ExitUsage      = 64
-	ExitData       = 65
-	ExitIO         = 74
-	ExitTempFail   = 75
-	ExitTimeout    = 124
-	ExitCannotExec = 126
-	ExitNoCommand  = 127
 )
 
 // usageError marks bad invocations (exit 64).
@@ -37,6 +25,67 @@ func usagef(hint, format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...), hint: hint}
 }
 
+// asUsage makes err, an error of cobra's about c's flags or arguments, a
+// usage error that points to c's help.
+func asUsage(err error, c *cobra.Command) error {
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return err
+	}
+	return &usageError{err: err, hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
+}
+
+// usageErrors makes cobra's argument errors usage errors throughout the
+// tree below root. It adds cobra's help command now, to check its topic.
+func usageErrors(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" && c.Args == nil {
+			c.Args = unknownHelpTopic
+		}
+	}
+	usageArgs(root)
+}
+
+// usageArgs makes the argument errors of c and of every command below it
+// usage errors: cobra's validators (cobra.NoArgs, cobra.MaximumNArgs, those
+// of its completion commands) return plain errors.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return asUsage(err, c)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// unknownCommand is the root's Args: with a root that runs (it prints its
+// help), cobra hands it the words that name no command.
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("see '%s --help'", c.CommandPath())
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = fmt.Sprintf("did you mean '%s %s'? see '%s --help'", c.CommandPath(), s[0], c.CommandPath())
+	}
+	return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), hint: hint}
+}
+
+// unknownHelpTopic is the Args of cobra's help command: cobra finds no
+// unknown topic once the root takes arguments (unknownCommand).
+func unknownHelpTopic(c *cobra.Command, args []string) error {
+	root := c.Root()
+	if target, rest, err := root.Find(args); err == nil && target == root && len(rest) > 0 {
+		return usagef(fmt.Sprintf("see '%s --help'", root.CommandPath()), "unknown help topic %q", strings.Join(args, " "))
+	}
+	return nil
+}
+
 // exitError carries an exit code, a message and a hint chosen by a command.
 type exitError struct {
 	code int
@@ -45,6 +94,21 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// exitStatus is the exit code, not 0, of a command that ran to completion
+// (a child's code that idem passes on): Main exits with it and prints
+// nothing.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// status returns nil for code 0, else the exitStatus.
+func status(code int) error {
+	if code == exitcode.OK {
+		return nil
+	}
+	return exitStatus(code)
+}
 
 // fail prints err as one "idem: error:" line and at most one hint line, and
 // returns the exit code it maps to.
@@ -59,7 +123,8 @@ func (a *app) fail(err error) int {
 }
 
 // explain maps err to idem's exit code, message and hint (--report uses
-// it too, so the report and the exit status agree).
+// it too, so the report and the exit status agree). An error of a type
+// idem does not know is a bug: exit 70.
 func explain(err error) (code int, msg, hint string) {
 	var (
 		ue *usageError
@@ -71,38 +136,43 @@ func explain(err error) (code int, msg, hint string) {
 	case errors.As(err, &ee):
 		code, msg, hint = ee.code, ee.msg, ee.hint
 	case errors.As(err, &ue):
-		code, hint = ExitUsage, ue.hint
+		code, hint = exitcode.Usage, ue.hint
 	case errors.As(err, &se):
-		code, hint = ExitIO, se.Hint
+		code, hint = exitcode.IOErr, se.Hint
 	default:
-		code, hint = classify(err)
+		code, hint = exitcode.Software, "this is a bug in idem: please report it, with the command that caused it"
 	}
 	return code, msg, hint
 }
 
-// classify maps errors that are not idem's own types (cobra's among them).
-func classify(err error) (int, string) {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
-		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "flag needs an argument") ||
-		strings.HasPrefix(msg, "invalid argument") || strings.HasPrefix(msg, "required flag") ||
-		strings.Contains(msg, "arg(s)") {
-		return ExitUsage, "see 'idem --help'"
+// exitStatusHelp is the root help's EXIT STATUS section: the whole table.
+func exitStatusHelp() string {
+	var b strings.Builder
+	b.WriteString("\nEXIT STATUS\n  The command's own exit code when it ran or was replayed, else:\n")
+	for _, e := range exitcode.Table() {
+		fmt.Fprintf(&b, "%5s  %s\n", e.Label(), e.Plain())
 	}
-	return ExitIO, ""
+	return b.String()
 }
 
-const exitStatusHelp = `
-EXIT STATUS
-  The command's own exit code when it ran or was replayed, else:
-   64  usage: bad flag, bad key, no command
-   65  key reused with a different command or payload
-   74  ledger cannot be opened, read or written
-   75  key in progress elsewhere (or --wait timed out), or lease lost
-  124  last attempt timed out
-  126  command not executable
-  127  command not found
-`
+// exitLine is one code of a subcommand's EXIT STATUS, with what it means
+// for that command.
+type exitLine struct {
+	code    int
+	meaning string
+}
+
+// exitSection is a subcommand's help template: cobra's default followed by
+// the codes the subcommand exits with.
+func exitSection(lines ...exitLine) string {
+	var b strings.Builder
+	b.WriteString(helpTemplate())
+	b.WriteString("\nEXIT STATUS\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%4d  %s\n", l.code, l.meaning)
+	}
+	return b.String()
+}
 
 // helpTemplate is cobra's default; each command appends its EXIT STATUS.
 func helpTemplate() string { return (&cobra.Command{}).HelpTemplate() }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
@@ -69,13 +70,12 @@ in the README and stay stable.`,
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.BoolVar(&o.stdout, "stdout", false, "with KEY: write the recorded stdout, raw")
 	f.BoolVar(&o.stderr, "stderr", false, "with KEY: write the recorded stderr, raw")
-	c.SetHelpTemplate(helpTemplate() + `
-EXIT STATUS
-   0  listed, or shown
-   1  no record for KEY (or, with --stdout/--stderr, no stored output)
-  64  usage: bad flag, status, prefix or key
-  74  ledger cannot be opened or read
-`)
+	c.SetHelpTemplate(exitSection(
+		exitLine{exitcode.OK, "listed, or shown"},
+		exitLine{exitcode.NoRecord, "no record for KEY (or, with --stdout/--stderr, no stored output)"},
+		exitLine{exitcode.Usage, "usage: bad flag, status, prefix or key"},
+		exitLine{exitcode.IOErr, "ledger cannot be opened or read"},
+	))
 	return c
 }
 
@@ -168,7 +168,7 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	l, err := a.openExistingLedger(ctx)
 	var nl *noLedgerError
 	if errors.As(err, &nl) {
-		return &exitError{code: ExitNotFound, msg: fmt.Sprintf("no record for key %q: %v", k, nl)}
+		return &exitError{code: exitcode.NoRecord, msg: fmt.Sprintf("no record for key %q: %v", k, nl)}
 	}
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	defer l.Close()
 	r, err := l.Get(ctx, k)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return &exitError{code: ExitNotFound, msg: fmt.Sprintf("no record for key %q in %s", k, l.Describe())}
+		return &exitError{code: exitcode.NoRecord, msg: fmt.Sprintf("no record for key %q in %s", k, l.Describe())}
 	}
 	if err != nil {
 		return err
@@ -208,10 +208,10 @@ func writeOutput(a *app, r *ledger.Record, stdout bool) error {
 		name, b, cut = "stdout", r.Stdout, r.StdoutTruncated
 	}
 	if !r.OutputStored {
-		return &exitError{code: ExitNotFound, msg: fmt.Sprintf("key %q has no stored output: it ran with --no-output", r.Key)}
+		return &exitError{code: exitcode.NoRecord, msg: fmt.Sprintf("key %q has no stored output: it ran with --no-output", r.Key)}
 	}
 	if _, err := a.stdout.Write(b); err != nil {
-		return &exitError{code: ExitIO, msg: fmt.Sprintf("write the recorded %s: %v", name, err)}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the recorded %s: %v", name, err)}
 	}
 	if cut {
 		a.ui.warnf("the recorded %s of %s was truncated at --max-output", name, r.Key)

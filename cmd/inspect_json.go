@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
 )
 
@@ -135,7 +136,7 @@ func writeJSON(w io.Writer, v any) error {
 		return err
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
-		return &exitError{code: ExitIO, msg: fmt.Sprintf("write JSON: %v", err)}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write JSON: %v", err)}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/key"
 )
 
@@ -38,14 +39,15 @@ Put '--' before parts that start with '-'.`,
 			if len(args) == 0 {
 				return usagef("idem key PART [PART...]", "no parts: give at least one PART")
 			}
-			_, err := fmt.Fprintln(a.stdout, key.Build(args...))
-			return err
+			if _, err := fmt.Fprintln(a.stdout, key.Build(args...)); err != nil {
+				return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the key: %v", err)}
+			}
+			return nil
 		},
 	}
-	c.SetHelpTemplate(helpTemplate() + `
-EXIT STATUS
-   0  printed the key
-  64  usage: no PART
-`)
+	c.SetHelpTemplate(exitSection(
+		exitLine{exitcode.OK, "printed the key"},
+		exitLine{exitcode.Usage, "usage: no PART"},
+	))
 	return c
 }

@@ -4,7 +4,7 @@ package cmd
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"strings"
@@ -38,9 +38,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(), colorFlag: "auto"}
 	root := newRootCmd(a, args)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
+	c, err := root.ExecuteContextC(ctx)
+	var st exitStatus
+	switch {
+	case err == nil:
 		return a.exitCode
+	case errors.As(err, &st):
+		return int(st)
+	case c != nil && c.Name() == cobra.ShellCompRequestCmd:
+		// cobra adds its __complete command while it executes, after
+		// usageArgs; its one error is a missing command line.
+		err = asUsage(err, c)
 	}
 	return a.fail(err)
 }
@@ -100,6 +108,10 @@ steps and webhook handlers are delivered at least once; wrapped in
   idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// A root that runs (it prints its help) gets the words that name
+		// no command, and makes them a usage error.
+		Args: unknownCommand,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
 			switch a.colorFlag {
 			case "auto", "always", "never":
@@ -116,17 +128,17 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{err: err, hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
-	})
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(err, c) })
+	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or postgres://USER@HOST:PORT/DATABASE for a shared one (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
-	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp)
+	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp())
 	if name := invoked(args); name != "" {
 		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true
+		usageArgs(root) // "help" comes first in args when it runs: not here
 		return root
 	}
 	root.Version = versionString()
@@ -134,5 +146,6 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
+	usageErrors(root)
 	return root
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/exitcode"
 )
 
 // newManCmd writes idem's manual page, generated from the command tree.
@@ -17,8 +19,10 @@ func newManCmd(a *app) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := a.stdout.Write(manPage(c.Root()))
-			return err
+			if _, err := a.stdout.Write(manPage(c.Root())); err != nil {
+				return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the manual page: %v", err)}
+			}
+			return nil
 		},
 	}
 }
@@ -54,9 +58,25 @@ func manPage(root *cobra.Command) []byte {
 			s.WriteString(".fi\n.RE\n")
 		}
 	}
+	s.WriteString(manExitStatus())
 	s.WriteString(manTail)
 	return []byte(s.String())
 }
+
+// manExitStatus is the page's EXIT STATUS section: the whole exit-code
+// table.
+func manExitStatus() string {
+	var s strings.Builder
+	s.WriteString(".SH \"EXIT STATUS\"\n.PP\nThe command's own exit code when it ran or was replayed; otherwise idem's:\n")
+	for _, e := range exitcode.Table() {
+		fmt.Fprintf(&s, ".TP\n.B %s\n%s\n", e.Label(), roffDashes(roff(e.Plain())))
+	}
+	s.WriteString(".PP\nAn \"idem: error:\" line on stderr means idem chose the code; without it the code is the command's.\n")
+	return s.String()
+}
+
+// roffDashes makes every - a minus sign (\-), as options are written.
+func roffDashes(s string) string { return strings.ReplaceAll(s, "-", `\-`) }
 
 // roff escapes text for a roff line: backslashes, and a leading . or '.
 func roff(s string) string {
@@ -75,42 +95,7 @@ func roffText(s string) string {
 	return strings.ReplaceAll(roff(strings.TrimSpace(s)), "\n\n", "\n.PP\n")
 }
 
-const manTail = `.SH "EXIT STATUS"
-.PP
-The command's own exit code when it ran or was replayed; otherwise idem's:
-.TP
-.B 0
-success (inspect, purge, key)
-.TP
-.B 1
-inspect: no record for KEY
-.TP
-.B 64
-usage: bad flag, bad key, no command
-.TP
-.B 65
-the key was used before with a different command or payload
-.TP
-.B 74
-the ledger cannot be opened, read or written
-.TP
-.B 75
-the key is in progress elsewhere, \-\-wait timed out, or the lease was lost; purge: a live record was kept
-.TP
-.B 124
-the last attempt timed out (\-\-timeout)
-.TP
-.B 126
-the command is not executable
-.TP
-.B 127
-the command was not found
-.TP
-.B 128+N
-idem was interrupted by signal N
-.PP
-An "idem: error:" line on stderr means idem chose the code; without it the code is the command's.
-.SH ENVIRONMENT
+const manTail = `.SH ENVIRONMENT
 .TP
 .B IDEM_LEDGER
 the ledger: a SQLite file path, or postgres://USER@HOST:PORT/DATABASE for one shared by many hosts. \-\-ledger overrides it.

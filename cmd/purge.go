@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
@@ -76,13 +77,12 @@ the ledger while it runs). Keys of removed records go to stdout with
 	f.BoolVarP(&o.dryRun, "dry-run", "n", false, "list the keys that would go; remove nothing")
 	f.BoolVar(&o.vacuum, "vacuum", false, "compact the ledger afterwards")
 	f.Lookup("older-than").DefValue = "0" // no "(default 0s)" in the help
-	c.SetHelpTemplate(helpTemplate() + `
-EXIT STATUS
-   0  removed what was selected (or, with --dry-run, listed it)
-  64  usage: nothing selected, bad flag, status, prefix or key
-  74  ledger cannot be opened, read or written
-  75  a live in-progress record was kept (use --force to remove it)
-`)
+	c.SetHelpTemplate(exitSection(
+		exitLine{exitcode.OK, "removed what was selected (or, with --dry-run, listed it)"},
+		exitLine{exitcode.Usage, "usage: nothing selected, bad flag, status, prefix or key"},
+		exitLine{exitcode.IOErr, "ledger cannot be opened, read or written"},
+		exitLine{exitcode.TempFail, "a live in-progress record was kept (use --force to remove it)"},
+	))
 	return c
 }
 
@@ -180,7 +180,7 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 		if o.dryRun {
 			verb = "would keep"
 		}
-		return &exitError{code: ExitTempFail,
+		return &exitError{code: exitcode.TempFail,
 			msg:  fmt.Sprintf("%s %s in progress with a live lease", verb, records(kept)),
 			hint: "let them finish (or their lease expire) and purge again, or remove them now with --force"}
 	}

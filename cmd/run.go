@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/backoff"
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/fingerprint"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
@@ -197,7 +198,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	if err != nil {
 		var dup *fingerprint.DuplicateKeyError
 		if errors.As(err, &dup) {
-			return &exitError{code: ExitUsage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
+			return &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
 		}
 		return usagef("see 'idem run --help'", "%v", err)
 	}
@@ -306,19 +307,19 @@ func runError(err error, o *runOptions) error {
 	switch {
 	case errors.As(err, &mismatch):
 		rec := mismatch.Record
-		return &exitError{code: ExitData,
+		return &exitError{code: exitcode.DataErr,
 			msg: fmt.Sprintf("key %q was recorded for a different command or payload: %s (%s, %s ago); nothing ran",
 				rec.Key, quoteArgv(rec.Command), rec.Status, age(time.Since(rec.OutcomeTime()))),
 			hint: fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)}
 	case errors.As(err, &busy):
 		rec := busy.Record
-		return &exitError{code: ExitTempFail,
+		return &exitError{code: exitcode.TempFail,
 			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
 				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
 	case errors.As(err, &start):
 		hint := "check the command's name and PATH, or give its full path"
-		if start.Code == ExitCannotExec {
+		if start.Code == exitcode.CannotExec {
 			hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
 		}
 		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded", hint: hint}
@@ -328,12 +329,12 @@ func runError(err error, o *runOptions) error {
 		if waited.Deadline {
 			why = "--deadline " + o.deadline.String()
 		}
-		return &exitError{code: ExitTempFail,
+		return &exitError{code: exitcode.TempFail,
 			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
 				why, rec.Key, rec.Owner.Host, rec.Owner.PID, rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait longer"}
 	case errors.As(err, &late):
-		return &exitError{code: ExitTempFail,
+		return &exitError{code: exitcode.TempFail,
 			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.deadline, late.Key),
 			hint: "retry later, or allow a longer --deadline"}
 	case errors.As(err, &intr):
@@ -348,7 +349,7 @@ func runError(err error, o *runOptions) error {
 		if errors.As(err, &lost) && lost.Stopped {
 			what = "the command was stopped and nothing was recorded"
 		}
-		return &exitError{code: ExitTempFail,
+		return &exitError{code: exitcode.TempFail,
 			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.key, what),
 			hint: "see 'idem inspect " + o.key + "'; raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
 	case errors.As(err, &lapsed):
@@ -356,7 +357,7 @@ func runError(err error, o *runOptions) error {
 		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
 			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
 		}
-		return &exitError{code: ExitIO, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed), hint: hint}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed), hint: hint}
 	}
 	return err
 }
@@ -394,7 +395,7 @@ func readLimited(r io.Reader, max int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, limit))
 	if err != nil {
-		return nil, &exitError{code: ExitIO, msg: fmt.Sprintf("read stdin for --stdin spool: %v", err)}
+		return nil, &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("read stdin for --stdin spool: %v", err)}
 	}
 	if int64(len(b)) > max {
 		return nil, usagef("raise --max-output, or use --stdin pass", "stdin is larger than --max-output (%d bytes) with --stdin spool", max)
