@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/exitcode"
 )
 
 // version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
@@ -27,9 +29,7 @@ type app struct {
 	ledgerFlag string
 	colorFlag  string
 
-	// exitCode is what a command that ran to completion wants idem to exit with.
-	exitCode int
-	ui       *ui
+	ui *ui
 }
 
 // Main runs idem with args and returns the process exit code. It is the only
@@ -42,7 +42,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var st exitStatus
 	switch {
 	case err == nil:
-		return a.exitCode
+		return exitcode.OK
 	case errors.As(err, &st):
 		return int(st)
 	case c != nil && c.Name() == cobra.ShellCompRequestCmd:

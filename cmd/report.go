@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/runner"
 )
 
@@ -50,65 +51,36 @@ func checkReport(path string) error {
 	return nil
 }
 
-// withReport runs fn, one `idem run` invocation, and when --report was
-// given writes its summary, on success, replay and failure alike. A report
-// that cannot be written is a warning: the command's exit status stands.
-func withReport(a *app, o *runOptions, fn func() error) error {
-	if o.report == "" {
-		return fn()
+// writeReport writes the --report file. One that cannot be written is a
+// warning: the command's exit status stands.
+func writeReport(a *app, path string, r reportJSON) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = writeAtomic(path, append(b, '\n'))
 	}
-	if err := checkReport(o.report); err != nil {
-		return err
-	}
-	started := time.Now()
-	err := fn()
-	b, jerr := json.MarshalIndent(buildReport(a, o, err, started, time.Now()), "", "  ")
-	if jerr == nil {
-		jerr = writeAtomic(o.report, append(b, '\n'))
-	}
-	if jerr != nil {
+	if err != nil {
 		u := a.ui
 		if u == nil {
 			u = newUI(a)
 		}
-		u.warnf("cannot write --report %s: %v", o.report, jerr)
+		u.warnf("cannot write --report %s: %v", path, err)
 	}
-	return err
 }
 
-func buildReport(a *app, o *runOptions, err error, started, finished time.Time) reportJSON {
-	r := reportJSON{SchemaVersion: reportSchema, Key: o.key, Started: jsonTime(started), Finished: jsonTime(finished),
+// buildReport summarises one `idem run` from what runRun returned: the
+// runner's result and idem's exit code, or the error that stopped it.
+func buildReport(key string, res *runner.Result, code int, err error, started, finished time.Time) reportJSON {
+	r := reportJSON{SchemaVersion: reportSchema, Key: key, Started: jsonTime(started), Finished: jsonTime(finished),
 		DurationMS: finished.Sub(started).Milliseconds()}
 	if err != nil {
 		code, msg, _ := explain(err)
-		r.Status, r.ExitCode, r.Source, r.Error = "error", code, "idem", &msg
+		r.Status, r.ExitCode, r.Source, r.Error = "error", code, string(exitcode.SourceIdem), &msg
 		return r
 	}
-	res := o.result
-	if res == nil { // cannot happen: a nil error comes with a result
-		r.Status, r.ExitCode, r.Source = "error", a.exitCode, "idem"
-		return r
-	}
-	r.Status, r.Replayed, r.Attempts, r.ExitCode = string(res.Status), res.Replayed, res.Attempts, a.exitCode
+	r.Status, r.Replayed, r.Attempts, r.ExitCode = string(res.Status), res.Replayed, res.Attempts, code
 	r.Truncated = res.StdoutTruncated || res.StderrTruncated
-	r.Source = reportSource(res)
+	r.Source = string(res.Source)
 	return r
-}
-
-// reportSource says whose exit code idem exits with: the child's own, or
-// one idem chose (it timed the command out, or was interrupted).
-func reportSource(res *runner.Result) string {
-	switch {
-	case res.Replayed && res.Record != nil && res.Record.ExitSource != "":
-		return res.Record.ExitSource
-	case res.Replayed:
-		return "child"
-	case res.Signal != 0, res.TimedOut:
-		return "idem"
-	case res.Source != "":
-		return string(res.Source)
-	}
-	return "child"
 }
 
 // writeAtomic replaces path with data: a temporary file in the same

@@ -28,32 +28,19 @@ import (
 // maxPayload bounds --payload-file: it is read whole to canonicalise JSON.
 const maxPayload = 64 << 20
 
+// runOptions is what `idem run` was asked to do: its flags bind straight
+// into the runner's options; the others say how to build the fingerprint,
+// stdin and stdout, and what to print.
 type runOptions struct {
-	key            string
-	maxAttempts    int
-	rerunFailed    bool
-	success        flagval.CodeSet
-	transient      flagval.CodeSet
-	policy         backoff.Policy
-	lease          time.Duration
-	killGrace      time.Duration
-	timeout        time.Duration
-	deadline       time.Duration
-	wait           bool
-	waitTimeout    time.Duration
-	ttl            time.Duration
-	maxOutput      int64
-	noOutput       bool
-	stdoutMode     string
+	runner.Options
+	stdoutMode     string // live or final: Options.StdoutMode
 	stdinMode      string
 	payload        string
+	payloadSet     bool
 	payloadFile    string
 	fingerprintEnv []string
 	quiet          bool
-	argv           []string
-	payloadSet     bool
-	report         string         // --report FILE
-	result         *runner.Result // what Run returned, for --report
+	report         string // --report FILE
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -87,39 +74,51 @@ build one from arbitrary parts with 'idem key'.`,
   out=$(idem run --key report:2026-12 --stdout final -- ./report.sh)`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			o.argv = args
+			o.Argv = args
 			o.payloadSet = c.Flags().Changed("payload")
-			return withReport(a, o, func() error { return runRun(c.Context(), a, o) })
+			if err := checkReport(o.report); err != nil {
+				return err
+			}
+			started := time.Now()
+			res, code, err := runRun(c.Context(), a, o)
+			if o.report != "" {
+				writeReport(a, o.report, buildReport(o.Key, res, code, err, started, time.Now()))
+			}
+			if err != nil {
+				return err
+			}
+			return status(code)
 		},
 	}
 	f := c.Flags()
 	f.SetInterspersed(false)
 	f.SortFlags = false
 	def := backoff.Default()
-	o.success, o.transient = flagval.CodesOf(0), flagval.CodesOf(75)
-	f.StringVarP(&o.key, "key", "k", "", "idempotency key (required): "+key.Rule)
-	f.IntVar(&o.maxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
-	f.BoolVar(&o.rerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
-	f.Var(flagval.NewCodes(&o.success, o.success), "success-codes", "exit codes that mean success (list and ranges: 0,3-5)")
-	f.Var(flagval.NewCodes(&o.transient, o.transient), "transient-codes", "exit codes worth retrying; every other failure is permanent")
-	f.Var(flagval.NewDuration(&o.policy.Initial, def.Initial), "initial-delay", "backoff before the second attempt")
-	f.Float64Var(&o.policy.Multiplier, "multiplier", def.Multiplier, "backoff growth per attempt")
-	f.Var(flagval.NewDuration(&o.policy.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
-	f.Float64Var(&o.policy.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
-	f.Var(flagval.NewDuration(&o.timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
-	f.Var(flagval.NewDuration(&o.killGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
-	f.Var(flagval.NewDuration(&o.deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
-	f.Var(flagval.NewDuration(&o.lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
-	f.BoolVar(&o.wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
-	f.Var(flagval.NewDuration(&o.waitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
-	f.Var(flagval.NewDuration(&o.ttl, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
+	// A command that exits EX_TEMPFAIL asks to be tried again.
+	o.Success, o.Transient = flagval.CodesOf(0), flagval.CodesOf(exitcode.TempFail)
+	f.StringVarP(&o.Key, "key", "k", "", "idempotency key (required): "+key.Rule)
+	f.IntVar(&o.MaxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
+	f.BoolVar(&o.RerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
+	f.Var(flagval.NewCodes(&o.Success, o.Success), "success-codes", "exit codes that mean success (list and ranges: 0,3-5)")
+	f.Var(flagval.NewCodes(&o.Transient, o.Transient), "transient-codes", "exit codes worth retrying; every other failure is permanent")
+	f.Var(flagval.NewDuration(&o.Backoff.Initial, def.Initial), "initial-delay", "backoff before the second attempt")
+	f.Float64Var(&o.Backoff.Multiplier, "multiplier", def.Multiplier, "backoff growth per attempt")
+	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
+	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
+	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
+	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
+	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
+	f.Var(flagval.NewDuration(&o.Lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
+	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
+	f.Var(flagval.NewDuration(&o.WaitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
+	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
 	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
 	f.StringVar(&o.payloadFile, "payload-file", "", "read the payload from FILE")
 	f.StringArrayVar(&o.fingerprintEnv, "fingerprint-env", nil, "include environment variable NAME in the fingerprint (repeatable; only a hash is stored)")
 	f.StringVar(&o.stdinMode, "stdin", "pass", "pass: the child reads idem's stdin; spool: every attempt gets the same bytes")
 	f.StringVar(&o.stdoutMode, "stdout", "live", "live: stream every attempt; final: only the recorded attempt's stdout")
-	f.Var(flagval.NewSize(&o.maxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
-	f.BoolVar(&o.noOutput, "no-output", false, "store no output (for commands that print secrets)")
+	f.Var(flagval.NewSize(&o.MaxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
+	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see README)")
 	return c
@@ -129,15 +128,15 @@ build one from arbitrary parts with 'idem key'.`,
 func (o *runOptions) check() error {
 	hint := "see 'idem run --help'"
 	switch {
-	case o.key == "":
+	case o.Key == "":
 		return usagef("idem run --key KEY -- COMMAND [ARG...]", "missing --key")
-	case len(o.argv) == 0:
+	case len(o.Argv) == 0:
 		return usagef("idem run --key KEY -- COMMAND [ARG...]", "no command to run")
-	case o.maxAttempts < 1 || o.maxAttempts > 1_000_000:
-		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.maxAttempts)
-	case o.lease < time.Second:
-		return usagef(hint, "--lease must be at least 1s (got %s)", o.lease)
-	case o.maxOutput < 0:
+	case o.MaxAttempts < 1 || o.MaxAttempts > 1_000_000:
+		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.MaxAttempts)
+	case o.Lease < time.Second:
+		return usagef(hint, "--lease must be at least 1s (got %s)", o.Lease)
+	case o.MaxOutput < 0:
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
 		return usagef(hint, "--stdout must be live or final (got %q)", o.stdoutMode)
@@ -148,10 +147,10 @@ func (o *runOptions) check() error {
 	case o.payloadFile == "-":
 		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
 	}
-	if err := key.Validate(o.key); err != nil {
+	if err := key.Validate(o.Key); err != nil {
 		return usagef("build a valid key with: idem key PART...", "%v", err)
 	}
-	if err := o.policy.Validate(); err != nil {
+	if err := o.Backoff.Validate(); err != nil {
 		return usagef(hint, "%v", err)
 	}
 	for _, name := range o.fingerprintEnv {
@@ -162,22 +161,24 @@ func (o *runOptions) check() error {
 	return nil
 }
 
-func runRun(ctx context.Context, a *app, o *runOptions) error {
+// runRun runs one invocation and returns the runner's result and the code
+// idem exits with, or the error that stopped it.
+func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, error) {
 	if err := o.check(); err != nil {
-		return err
+		return nil, 0, err
 	}
 	u := a.ui
 	u.quiet = o.quiet
 	stderr := &lineWriter{w: a.stderr}
 	u.w = stderr
-	in := fingerprint.Input{Argv: o.argv}
+	in := fingerprint.Input{Argv: o.Argv}
 	switch {
 	case o.payloadSet:
 		in.Payload, in.HasPayload = []byte(o.payload), true
 	case o.payloadFile != "":
 		b, err := readPayload(o.payloadFile)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		in.Payload, in.HasPayload = b, true
 	}
@@ -187,9 +188,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	}
 	var spooled []byte
 	if o.stdinMode == "spool" {
-		b, err := readLimited(a.stdin, o.maxOutput)
+		b, err := readLimited(a.stdin, o.MaxOutput)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		sum := sha256.Sum256(b)
 		spooled, in.Stdin = b, sum[:]
@@ -198,9 +199,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 	if err != nil {
 		var dup *fingerprint.DuplicateKeyError
 		if errors.As(err, &dup) {
-			return &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
+			return nil, 0, &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
 		}
-		return usagef("see 'idem run --help'", "%v", err)
+		return nil, 0, usagef("see 'idem run --help'", "%v", err)
 	}
 	probe.At("parsed")
 
@@ -217,7 +218,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 
 	l, err := a.openLedger(ctx)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	probe.At("opened")
 	defer ledger.CloseAtExit(l)
@@ -227,32 +228,28 @@ func runRun(ctx context.Context, a *app, o *runOptions) error {
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
 	}
-	ro := runner.Options{
-		Key: o.key, Argv: o.argv, Fingerprint: fp, MaxAttempts: o.maxAttempts, RerunFailed: o.rerunFailed,
-		Success: o.success, Transient: o.transient, Backoff: o.policy, Lease: o.lease, KillGrace: o.killGrace,
-		Timeout: o.timeout, Deadline: o.deadline, TTL: o.ttl, MaxOutput: o.maxOutput, NoOutput: o.noOutput,
-		Wait: o.wait || o.waitTimeout > 0, WaitTimeout: o.waitTimeout,
-		Stdin: a.stdin, SpooledStdin: spooled, Stdout: a.stdout, Stderr: stderr,
-		Progress: newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine),
-	}
+	ro := o.Options
+	ro.Fingerprint = fp
+	ro.Wait = o.Wait || o.WaitTimeout > 0
 	if o.stdoutMode == "final" {
 		ro.StdoutMode = runner.StdoutFinal
 	}
+	ro.Stdin, ro.SpooledStdin, ro.Stdout, ro.Stderr = a.stdin, spooled, a.stdout, stderr
+	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
 	res, err := r.Run(ctx, ro)
-	o.result = res
 	if err != nil {
-		return runError(err, o)
+		return nil, 0, runError(err, ro)
 	}
 	for _, w := range res.Warnings {
 		u.warnf("%s", w)
 	}
-	a.exitCode = render(a, u, res)
-	return nil
+	render(a, u, res)
+	return res, res.Exit(), nil
 }
 
-// render prints what a finished invocation owes the user and returns the
-// exit code.
-func render(a *app, u *ui, res *runner.Result) int {
+// render prints what a finished invocation owes the user: a replay's
+// output, and a notice when the exit code needs one.
+func render(a *app, u *ui, res *runner.Result) {
 	if res.Replayed {
 		rec := res.Record
 		a.stdout.Write(rec.Stdout)
@@ -263,7 +260,7 @@ func render(a *app, u *ui, res *runner.Result) int {
 		if rec.StdoutTruncated || rec.StderrTruncated {
 			u.warnf("the recorded output of %s was truncated at --max-output; this replay is incomplete", rec.Key)
 		}
-		return rec.ExitCode
+		return
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		u.warnf("output past --max-output was not stored; replays of %s will be truncated", res.Key)
@@ -272,7 +269,6 @@ func render(a *app, u *ui, res *runner.Result) int {
 	switch {
 	case res.Signal != 0:
 		u.noticef("%s: interrupted by %s; recorded as %s after attempt %d", res.Key, signalName(res.Signal), res.Status, res.Attempts)
-		return 128 + int(res.Signal)
 	case res.Status == ledger.StatusFailed && res.TimedOut:
 		u.noticef("%s: attempt %d timed out, exit %d; recorded as failed", res.Key, res.Attempts, code)
 	case res.Status == ledger.StatusFailed && res.Attempts > 1:
@@ -282,7 +278,6 @@ func render(a *app, u *ui, res *runner.Result) int {
 	case res.Status == ledger.StatusRetryable:
 		u.noticef("%s: attempt %d exited %d and the deadline leaves no time for another; recorded as retryable", res.Key, res.Attempts, code)
 	}
-	return code
 }
 
 func outputNote(rec *ledger.Record) string {
@@ -293,7 +288,7 @@ func outputNote(rec *ledger.Record) string {
 }
 
 // runError turns the runner's errors into idem's messages and exit codes.
-func runError(err error, o *runOptions) error {
+func runError(err error, o runner.Options) error {
 	var (
 		mismatch *ledger.MismatchError
 		busy     *runner.BusyError
@@ -325,9 +320,9 @@ func runError(err error, o *runOptions) error {
 		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded", hint: hint}
 	case errors.As(err, &waited):
 		rec := waited.Record
-		why := "--wait-timeout " + o.waitTimeout.String()
+		why := "--wait-timeout " + o.WaitTimeout.String()
 		if waited.Deadline {
-			why = "--deadline " + o.deadline.String()
+			why = "--deadline " + o.Deadline.String()
 		}
 		return &exitError{code: exitcode.TempFail,
 			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
@@ -335,7 +330,7 @@ func runError(err error, o *runOptions) error {
 			hint: "retry later, or wait longer"}
 	case errors.As(err, &late):
 		return &exitError{code: exitcode.TempFail,
-			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.deadline, late.Key),
+			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.Deadline, late.Key),
 			hint: "retry later, or allow a longer --deadline"}
 	case errors.As(err, &intr):
 		msg := fmt.Sprintf("interrupted by %s before key %q ran; nothing ran", signalName(intr.Signal), intr.Key)
@@ -350,14 +345,14 @@ func runError(err error, o *runOptions) error {
 			what = "the command was stopped and nothing was recorded"
 		}
 		return &exitError{code: exitcode.TempFail,
-			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.key, what),
-			hint: "see 'idem inspect " + o.key + "'; raise --lease if this host pauses for long (it was " + o.lease.String() + ")"}
+			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
+			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
 	case errors.As(err, &lapsed):
 		hint := "check the ledger's disk and permissions"
 		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
 			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
 		}
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.key, lapsed), hint: hint}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
 	}
 	return err
 }
