@@ -338,7 +338,7 @@ func runError(err error, o runner.Options) error {
 			msg = fmt.Sprintf("interrupted by %s while waiting for key %q; nothing ran and the record was not touched",
 				signalName(intr.Signal), intr.Key)
 		}
-		return &exitError{code: 128 + int(intr.Signal), msg: msg}
+		return &exitError{code: exitcode.Signaled(int(intr.Signal)), msg: msg}
 	case errors.Is(err, ledger.ErrLeaseLost):
 		what := "its result was not recorded"
 		if errors.As(err, &lost) && lost.Stopped {
