@@ -57,10 +57,7 @@ func (e Entry) Label() string {
 
 // Plain is Meaning without its literal-text marks, for the help and the
 // manual page.
-func (e Entry) Plain() string { return Plain(e.Meaning) }
-
-// Plain drops the `marks` of a meaning.
-func Plain(s string) string { return strings.ReplaceAll(s, "`", "") }
+func (e Entry) Plain() string { return strings.ReplaceAll(e.Meaning, "`", "") }
 
 // Command is the meaning of the row that comes before the table: a command
 // that ran, or was replayed, gives idem its own exit code.
