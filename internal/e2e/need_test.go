@@ -109,35 +109,39 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// needProbeVar makes TestNeedProbe, run by TestStrictMode in a subprocess,
-// ask for a program that does not exist, in a test ("tool") or in a script
-// ("script").
+// needProbeVar makes TestStrictMode, run again in a subprocess, a probe
+// that asks for a program that does not exist, in the test itself ("tool")
+// or in a script ("script").
 const needProbeVar = "IDEM_E2E_NEED_PROBE"
 
-// TestNeedProbe is TestStrictMode's subject.
-func TestNeedProbe(t *testing.T) {
-	switch os.Getenv(needProbeVar) {
+// needProbe is what TestStrictMode runs in its subprocess.
+func needProbe(t *testing.T, probe string) {
+	switch probe {
 	case "tool":
 		needTool(t, "idem-no-such-program")
 		t.Log("needTool returned")
 	case "script":
-		dir := t.TempDir()
-		script := filepath.Join(dir, "need.txtar")
+		script := filepath.Join(t.TempDir(), "need.txtar")
 		if err := os.WriteFile(script, []byte("need idem-no-such-program\nexec idem --version\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		runScripts(t, "", script)
 	default:
-		t.Skip("TestStrictMode runs this probe in a subprocess")
+		t.Fatalf("%s=%q: want tool or script", needProbeVar, probe)
 	}
 }
 
 // TestStrictMode: a test or a script that needs a missing program skips,
-// and fails instead when IDEM_TEST_STRICT=1.
+// and fails instead when IDEM_TEST_STRICT=1. It runs this test binary
+// again, as a probe that needs such a program.
 func TestStrictMode(t *testing.T) {
+	if probe := os.Getenv(needProbeVar); probe != "" {
+		needProbe(t, probe)
+		return
+	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, testenv.StrictVar+"=") && !strings.HasPrefix(kv, needProbeVar+"=") {
+		if !strings.HasPrefix(kv, testenv.StrictVar+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -145,14 +149,14 @@ func TestStrictMode(t *testing.T) {
 		for _, strict := range []bool{false, true} {
 			t.Run(probe+map[bool]string{true: "/strict", false: "/lenient"}[strict], func(t *testing.T) {
 				e := append(env[:len(env):len(env)], needProbeVar+"="+probe, testenv.StrictVar+"="+map[bool]string{true: "1", false: "0"}[strict])
-				p := run(t, command{argv: []string{os.Args[0], "-test.run=^TestNeedProbe$", "-test.v", "-test.count=1"}, env: e})
+				p := run(t, command{argv: []string{os.Args[0], "-test.run=^TestStrictMode$", "-test.v", "-test.count=1"}, env: e})
 				missing := regexp.MustCompile(`missing idem-no-such-program: idem-no-such-program is not on PATH`)
 				switch {
 				case !missing.MatchString(p.stdout):
 					t.Errorf("the probe does not say what is missing: %v", p)
-				case strict && (p.code != 1 || !strings.Contains(p.stdout, "--- FAIL: TestNeedProbe")):
+				case strict && (p.code != 1 || !strings.Contains(p.stdout, "--- FAIL: TestStrictMode")):
 					t.Errorf("strict: want the probe to fail: %v", p)
-				case !strict && (p.code != 0 || !strings.Contains(p.stdout, "--- SKIP: TestNeedProbe")):
+				case !strict && (p.code != 0 || !strings.Contains(p.stdout, "--- SKIP: TestStrictMode")):
 					t.Errorf("lenient: want the probe to skip: %v", p)
 				case strings.Contains(p.stdout, "needTool returned"), strings.Contains(p.stdout, "idem version"):
 					t.Errorf("the probe went on past the missing program: %v", p)
