@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh: build idem and print every figure of the performance goals
-# (issue 6), as medians over repeated runs and as differences and ratios
+# (bench/RESULTS.md lists them), as medians over repeated runs and as differences and ratios
 # against the bare command measured in the same run (runs interleaved).
 #
 #   bench/run.sh            # everything (about 2 minutes, 1.5 GiB of scratch)

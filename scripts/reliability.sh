@@ -1,5 +1,5 @@
 #!/bin/sh
-# The long reliability run (issue 5): the reliability suite's long versions
+# The long reliability run: the reliability suite's long versions
 # (every crash point of every scenario, a 400-step crash torture, strace
 # faults stepped across every call of each syscall, 2000 random keys), then
 # every fuzz target for FUZZTIME each, one at a time (the machine has two
@@ -21,7 +21,7 @@ failed=0
 echo "== reliability suite, long versions"
 if ! IDEM_RELIABILITY=long IDEM_RELIABILITY_STATS=$stats go test -v -count=1 -timeout 60m \
 	-run '^(TestBadLedgers|TestReadOnlyLedgers|TestLedgerModes|TestHostileInput|TestFaultInjection|TestCrashPoints|TestCrashTorture)$' \
-	. >"$work/suite.log" 2>&1; then
+	./internal/e2e >"$work/suite.log" 2>&1; then
 	failed=$((failed + 1))
 	grep -a -E -- '--- FAIL|VIOLATION' "$work/suite.log" | head -40
 fi

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/testenv"
 )
 
 // pgAdmin connects to the test database outside any ledger.
@@ -219,9 +220,7 @@ func TestPostgresPasswordSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	password, ok := u.User.Password()
-	if !ok {
-		t.Skip("IDEM_TEST_POSTGRES holds no password to move elsewhere")
-	}
+	testenv.Need(t, "a password in IDEM_TEST_POSTGRES", ok, "the test moves it to PGPASSWORD and a password file")
 	schema := freshSchema(t)
 	bare := *u
 	bare.User = url.User(u.User.Username())

@@ -16,8 +16,8 @@ var crashHits = struct {
 	n map[string]int
 }{n: map[string]int{}}
 
-// At is a crash point for the reliability suite (crash_test.go builds idem
-// with -tags testhooks): IDEM_TESTONLY_CRASH=POINT[@N] makes idem SIGKILL
+// At is a crash point for the reliability suite (internal/e2e/crash_test.go
+// builds idem with -tags testhooks): IDEM_TESTONLY_CRASH=POINT[@N] makes idem SIGKILL
 // itself the Nth time (default: the first) it reaches POINT. Builds without
 // the tag ignore the variable.
 func At(point string) {

@@ -1,6 +1,6 @@
 // Command goals reads the figures bench/run.sh collected (one line per
 // measurement: a label, then key=value pairs) and prints each performance
-// goal of issue 6 with its figure and whether it is met.
+// goal (bench/RESULTS.md) with its figure and whether it is met.
 //
 //	goals -results bench/out/results.txt -records 1000000
 package main

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // I/O faults injected with strace into idem's own system calls on its ledger
 // files (SQLite in modernc issues pwrite64, pread64 and fsync; -P limits the
@@ -16,27 +16,12 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 )
-
-// requireStrace returns strace's path, or skips when it is missing or
-// ptrace is not allowed here.
-func requireStrace(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed")
-	}
-	if out, err := exec.Command(p, "-f", "-qq", "-e", "trace=none", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("strace cannot trace here (ptrace not permitted?): %v: %s", err, out)
-	}
-	return p
-}
 
 // fault is one strace injection.
 type fault struct {
@@ -66,7 +51,7 @@ func ledgerFiles(path string, suffixes ...string) []string {
 
 // injected runs idem under strace with fault f and returns how it ended and
 // how many calls strace actually failed (or killed at).
-func injected(t *testing.T, strace, idem string, f fault, args ...string) (proc, int) {
+func injected(t *testing.T, strace, idem string, f fault, args ...string) (*process, int) {
 	t.Helper()
 	trace := filepath.Join(t.TempDir(), "trace")
 	wrap := []string{strace, "-f", "-qq", "-o", trace, "-e", "trace=" + f.syscall,
@@ -74,9 +59,9 @@ func injected(t *testing.T, strace, idem string, f fault, args ...string) (proc,
 	for _, p := range f.files {
 		wrap = append(wrap, "-P", p)
 	}
-	sp := plain()
-	sp.wrap = wrap
-	p := start(t, sp, idem, args...)
+	c := clean(nil, idem, args...)
+	c.wrap = wrap
+	p := run(t, c)
 	if strings.HasPrefix(f.action, "signal=") {
 		// strace marks no line; it dies of the signal it injected.
 		if p.signal != 0 {
@@ -125,7 +110,7 @@ func (r *faultRun) args() []string {
 // runs idem again (twice) without faults and checks that it converges. It
 // returns the phase idem reported failing ("" when it did not fail) and
 // whether the command had to run again (allowed: at-least-once).
-func (r *faultRun) check(t *testing.T, s *stats, idem string, p proc) (phase string, rerun bool) {
+func (r *faultRun) check(t *testing.T, s *stats, idem string, p *process) (phase string, rerun bool) {
 	t.Helper()
 	ran := lines(t, r.marks)
 	switch {
@@ -178,7 +163,7 @@ func (r *faultRun) check(t *testing.T, s *stats, idem string, p proc) (phase str
 
 	// The next run re-reads the ledger: a recorded success is replayed, an
 	// absent or abandoned key runs (again: at-least-once).
-	f := start(t, plain(), idem, r.args()...)
+	f := run(t, clean(nil, idem, r.args()...))
 	after := lines(t, r.marks)
 	switch {
 	case f.code != 0:
@@ -193,7 +178,7 @@ func (r *faultRun) check(t *testing.T, s *stats, idem string, p proc) (phase str
 	if st2, _ := keyState(t, r.path, r.key); st2 != "succeeded" {
 		s.violate(t, "after a clean run the key is %s", st2)
 	}
-	g := start(t, plain(), idem, r.args()...)
+	g := run(t, clean(nil, idem, r.args()...))
 	if g.code != 0 || lines(t, r.marks) != after {
 		s.violate(t, "a third run did not replay: %v", g)
 	}
@@ -232,7 +217,7 @@ func holdWAL(t *testing.T, idem, path string, long bool) func() {
 			t.Fatal(err)
 		}
 	}
-	if p := start(t, plain(), idem, warm...); p.code != 0 {
+	if p := run(t, clean(nil, idem, warm...)); p.code != 0 {
 		t.Fatalf("warm-up run: %v", p)
 	}
 	if snapshot != nil {
@@ -249,7 +234,10 @@ func holdWAL(t *testing.T, idem, path string, long bool) func() {
 // that is not recorded, or run again a command whose success was recorded;
 // the ledger passes integrity_check after every fault.
 func TestFaultInjection(t *testing.T) {
-	strace := requireStrace(t)
+	if testing.Short() {
+		t.Skip("runs idem under strace a few dozen times; skipped with -short")
+	}
+	strace := needStrace(t)
 	s := newStats(t)
 	idem := idemBin(t)
 	base := filepath.Join(t.TempDir(), "base.db")
@@ -279,7 +267,7 @@ func TestFaultInjection(t *testing.T) {
 			}, true, false, "record outcome", 74, false},
 			{"outcome_fsync_killed", func(p string) fault {
 				return fault{"fsync", "signal=SIGKILL", "1", ledgerFiles(p, "-wal")}
-			}, true, false, "killed", -1, false},
+			}, true, false, "killed", 137, false},
 			// The database file itself is written and synced only when the
 			// end of a run checkpoints a large WAL: its failures come after
 			// the outcome committed, and must not turn a success into an error.

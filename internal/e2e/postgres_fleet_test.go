@@ -1,13 +1,12 @@
-package main
+package e2e
 
 // The shared PostgreSQL ledger with real idem processes (this test binary,
 // as testscript.Main registers it) that claim to run on different hosts
 // through the test-only IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
-// run when IDEM_TEST_POSTGRES holds a DSN (see README); each test gets a
-// database of its own, dropped afterwards.
+// need IDEM_TEST_POSTGRES, a DSN (see README; needPostgres); each test gets
+// a database of its own, dropped afterwards.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,9 +23,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/idemhq/idem/internal/ledger/ledgertest"
 )
 
 // pgNewDatabase creates an empty database for one test and returns its DSN
@@ -66,83 +61,32 @@ func pgNewDatabase(base string, deferFn func(func())) (string, *pgx.Conn, error)
 
 func pgDatabase(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
-	dsn, db, err := pgNewDatabase(ledgertest.PostgresDSN(t), t.Cleanup)
+	dsn, db, err := pgNewDatabase(needPostgres(t), t.Cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dsn, db
 }
 
-// pgScriptCondition answers [postgres] in scripts.
-func pgScriptCondition(cond string) (bool, error) {
-	if cond == "postgres" {
-		return os.Getenv("IDEM_TEST_POSTGRES") != "", nil
-	}
-	return false, fmt.Errorf("unknown condition %q", cond)
-}
-
-// cmdPGLedger (pgledger) points the script's IDEM_LEDGER at a new, empty
-// PostgreSQL database, dropped when the script ends, and sets PGSECRET to
-// the password it connects with (for "! stderr $PGSECRET").
-func cmdPGLedger(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 0 {
-		ts.Fatalf("usage: pgledger")
-	}
-	base := os.Getenv("IDEM_TEST_POSTGRES")
-	if base == "" {
-		ts.Fatalf("pgledger: IDEM_TEST_POSTGRES is not set (guard the script with [!postgres] skip)")
-	}
-	dsn, _, err := pgNewDatabase(base, ts.Defer)
-	ts.Check(err)
-	ts.Setenv("IDEM_LEDGER", dsn)
-	u, _ := url.Parse(dsn)
-	secret, ok := u.User.Password()
-	if !ok || secret == "" {
-		secret = "no-password-in-IDEM_TEST_POSTGRES"
-	}
-	ts.Setenv("PGSECRET", secret)
-}
-
 // pgHostProc is one idem process that claims to run on host.
 type pgHostProc struct {
-	host           string
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	code           int
+	host string
+	*process
 }
 
 // pgStartOnHost starts idem ARGS... as if on host (extra: more NAME=VALUE).
 func pgStartOnHost(t *testing.T, dsn, host, dir string, extra []string, args ...string) *pgHostProc {
 	t.Helper()
-	p := &pgHostProc{host: host}
-	p.cmd = exec.Command("idem", args...)
-	p.cmd.Dir = dir
-	p.cmd.Env = append(append(os.Environ(), "IDEM_LEDGER="+dsn, "NO_COLOR=1",
-		"IDEM_TESTONLY_HOST="+host, "IDEM_TESTONLY_BOOT_ID=boot-"+host), extra...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start idem on %s: %v", host, err)
-	}
-	return p
-}
-
-func (p *pgHostProc) wait(t *testing.T) int {
-	t.Helper()
-	err := p.cmd.Wait()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		p.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("idem on %s: %v", p.host, err)
-	}
-	return p.code
+	c := inherit(append([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1",
+		"IDEM_TESTONLY_HOST=" + host, "IDEM_TESTONLY_BOOT_ID=boot-" + host}, extra...), "idem", args...)
+	c.dir = dir
+	return &pgHostProc{host: host, process: start(t, c)}
 }
 
 func pgRunOnHost(t *testing.T, dsn, host, dir string, args ...string) *pgHostProc {
 	t.Helper()
 	p := pgStartOnHost(t, dsn, host, dir, nil, args...)
-	p.wait(t)
+	p.wait()
 	return p
 }
 
@@ -212,16 +156,16 @@ func TestPostgresFleetOneExecution(t *testing.T) {
 	ran, replayed, busy := 0, 0, 0
 	runner := ""
 	for _, p := range procs {
-		switch code := p.wait(t); {
-		case code == 0 && strings.Contains(p.stderr.String(), "idem: replayed "+key+": succeeded"):
+		switch code := p.wait().code; {
+		case code == 0 && strings.Contains(p.stderr, "idem: replayed "+key+": succeeded"):
 			replayed++
-		case code == 0 && p.stderr.Len() == 0:
+		case code == 0 && p.stderr == "":
 			ran++
 			runner = p.host
-		case code == 75 && strings.Contains(p.stderr.String(), "is in progress on host-"):
+		case code == 75 && strings.Contains(p.stderr, "is in progress on host-"):
 			busy++
 		default:
-			t.Errorf("idem on %s: exit %d, stderr %q", p.host, code, p.stderr.String())
+			t.Errorf("idem on %s: exit %d, stderr %q", p.host, code, p.stderr)
 		}
 	}
 	got := pgLines(t, out)
@@ -273,10 +217,11 @@ func pgKillHolder(t *testing.T, dsn, host, dir, key, file string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if _, err := os.Stat(ready); err != nil {
-		t.Fatalf("the holder's child never started: %s", p.stderr.String())
+		p.send(syscall.SIGKILL)
+		t.Fatalf("the holder's child never started: %v", p.wait())
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	p.send(syscall.SIGKILL)
+	p.wait()
 }
 
 // A dead owner on another host frees its key only when its lease expires:
@@ -296,7 +241,7 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 		t.Fatal(tooSlow)
 	}
 	if p := run("host-a", "job:same-host", same); p.code != 0 {
-		t.Fatalf("same-host takeover: exit %d, stderr %q", p.code, p.stderr.String())
+		t.Fatalf("same-host takeover: exit %d, stderr %q", p.code, p.stderr)
 	}
 	if got := pgLines(t, same); fmt.Sprint(got) != "[host-a/1 host-a/2]" {
 		t.Errorf("same-host executions %q, want the killed holder's and the taker's", got)
@@ -309,8 +254,8 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 		t.Fatal(tooSlow)
 	}
 	p := run("host-b", "job:other-host", other)
-	if p.code != 75 || !strings.Contains(p.stderr.String(), `key "job:other-host" is in progress on host-a`) {
-		t.Fatalf("host-b while host-a's lease lives: exit %d, stderr %q; want 75, in progress on host-a", p.code, p.stderr.String())
+	if p.code != 75 || !strings.Contains(p.stderr, `key "job:other-host" is in progress on host-a`) {
+		t.Fatalf("host-b while host-a's lease lives: exit %d, stderr %q; want 75, in progress on host-a", p.code, p.stderr)
 	}
 	if got := pgLines(t, other); fmt.Sprint(got) != "[host-a/1]" {
 		t.Fatalf("executions %q while the dead holder's lease lives, want only the holder's", got)
@@ -323,7 +268,7 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	if p := run("host-b", "job:other-host", other); p.code != 0 {
-		t.Fatalf("host-b after the lease expired: exit %d, stderr %q", p.code, p.stderr.String())
+		t.Fatalf("host-b after the lease expired: exit %d, stderr %q", p.code, p.stderr)
 	}
 	if got := pgLines(t, other); fmt.Sprint(got) != "[host-a/1 host-b/2]" {
 		t.Errorf("executions %q, want the killed holder's, then host-b's after the expiry", got)
@@ -357,7 +302,8 @@ func TestPostgresConnectionLostMidRun(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if child <= 0 {
-		t.Fatalf("the child never started: %s", p.stderr.String())
+		p.send(syscall.SIGKILL)
+		t.Fatalf("the child never started: %v", p.wait())
 	}
 	// No new connections to the database, and idem's own is cut.
 	ctx := context.Background()
@@ -365,7 +311,7 @@ func TestPostgresConnectionLostMidRun(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, ledgertest.PostgresDSN(t)) // a database cannot close itself
+	admin, err := pgx.Connect(ctx, needPostgres(t)) // a database cannot close itself
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,10 +322,10 @@ func TestPostgresConnectionLostMidRun(t *testing.T) {
 	if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'idem'`, name); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 74 {
-		t.Fatalf("exit %d, stderr %q; want 74", code, p.stderr.String())
+	if code := p.wait().code; code != 74 {
+		t.Fatalf("exit %d, stderr %q; want 74", code, p.stderr)
 	}
-	stderr := p.stderr.String()
+	stderr := p.stderr
 	if !strings.Contains(stderr, `idem: error: key "job:lost": could not renew the lease: `) ||
 		!strings.Contains(stderr, "PostgreSQL at 127.0.0.1:") || !strings.Contains(stderr, "the command was stopped") ||
 		strings.Contains(stderr, pgPassword(dsn)) {

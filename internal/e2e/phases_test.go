@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The benchmark's breakdown of where a run's time goes (bench/run.sh) rests
 // on builds of idem and of bench/cmd/floor with -tags phases, which write
@@ -9,7 +9,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,11 +21,7 @@ import (
 func points(t *testing.T, bin string, args ...string) []string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "points")
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "IDEM_PHASE_FILE="+file)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
-	}
+	output(t, inherit([]string{"IDEM_PHASE_FILE=" + file}, bin, args...))
 	b, err := os.ReadFile(file)
 	if os.IsNotExist(err) {
 		return nil
@@ -50,6 +45,8 @@ func points(t *testing.T, bin string, args ...string) []string {
 	return names
 }
 
+// TestPhasePoints: the points a phases build of idem and of the floor
+// pass, in order, and none from idem as built for use.
 func TestPhasePoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds idem and the floor with -tags phases; skipped with -short")

@@ -1,18 +1,13 @@
-package main
+package e2e
 
 import (
 	"bufio"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // testedTag marks a README code block whose lines a testscript runs:
@@ -26,7 +21,8 @@ var testedTag = regexp.MustCompile(`^<!-- tested: (testscripts/[A-Za-z0-9_.-]+\.
 // named script must exist. Changing a tagged block without its script, or
 // removing a script a block names, fails here.
 func TestREADMETestedBlocks(t *testing.T) {
-	blocks, err := testedBlocks("README.md")
+	root := moduleRoot(t)
+	blocks, err := testedBlocks(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +30,7 @@ func TestREADMETestedBlocks(t *testing.T) {
 		t.Fatalf("README has %d code blocks tagged as tested, want the cron, CI, webhook and operator examples (at least 6)", len(blocks))
 	}
 	for _, b := range blocks {
-		script, err := os.ReadFile(b.script)
+		script, err := os.ReadFile(filepath.Join(root, b.script))
 		if err != nil {
 			t.Errorf("README.md:%d: the tested block names %s: %v", b.line, b.script, err)
 			continue
@@ -98,57 +94,4 @@ func testedBlocks(path string) ([]readmeBlock, error) {
 		return nil, fmt.Errorf("%s: unterminated tested block", path)
 	}
 	return out, sc.Err()
-}
-
-// httpsink URLFILE LOG [FAILS]: a stand-in for an HTTP API that honours
-// Idempotency-Key. It listens on 127.0.0.1, writes its base URL to URLFILE,
-// and appends one line per request to LOG: "KEY BODY" (the body's bytes
-// with newlines as spaces). The first FAILS requests get 503. A repeated
-// key gets 200 and "duplicate" without a new log line. It exits after 60s.
-func httpsink() {
-	urlFile, logFile := os.Args[1], os.Args[2]
-	fails := 0
-	if len(os.Args) > 3 {
-		fails, _ = strconv.Atoi(os.Args[3])
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	var (
-		mu   sync.Mutex
-		seen = map[string]bool{}
-		n    int
-	)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		k := r.Header.Get("Idempotency-Key")
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if n <= fails {
-			http.Error(w, "try again", http.StatusServiceUnavailable)
-			return
-		}
-		if seen[k] {
-			fmt.Fprintln(w, "duplicate")
-			return
-		}
-		seen[k] = true
-		f, err := os.OpenFile(logFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintf(f, "%s %s\n", k, strings.ReplaceAll(strings.TrimSpace(string(body)), "\n", " "))
-			f.Close()
-		}
-		fmt.Fprintln(w, "accepted")
-	})}
-	tmp := urlFile + ".tmp"
-	os.WriteFile(tmp, []byte("http://"+ln.Addr().String()), 0o644)
-	os.Rename(tmp, urlFile)
-	go func() {
-		time.Sleep(60 * time.Second)
-		os.Exit(0)
-	}()
-	srv.Serve(ln)
 }

@@ -1,10 +1,11 @@
-package main
+package e2e
 
-// The reliability suite (issue 5): bad ledgers, permissions, hostile input,
-// injected I/O faults (faults_test.go) and crash points (crash_test.go).
-// Each test drives real idem processes against real SQLite files and checks
-// invariants afterwards. The default `go test .` runs short versions;
-// IDEM_RELIABILITY=long (scripts/reliability.sh) runs the long ones, and
+// The reliability suite: bad ledgers, permissions, hostile input, injected
+// I/O faults (faults_test.go) and crash points (crash_test.go). Each test
+// drives real idem processes against real SQLite files and checks
+// invariants afterwards. `go test` runs short versions (-short skips the
+// fault and crash tests); IDEM_RELIABILITY=long (scripts/reliability.sh)
+// runs the long ones, and
 // IDEM_RELIABILITY_STATS=FILE makes every test append one line of figures
 // (faults, crashes, inputs, violations) to FILE for the script's summary.
 
@@ -18,7 +19,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -26,17 +26,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read ledgers behind idem's back
 
 	"github.com/idemhq/idem/cmd"
 	"github.com/idemhq/idem/internal/ledger"
 )
-
-// nobody is the unprivileged user permission tests drop to: we run as root,
-// and root ignores file permissions.
-const nobody = 65534
 
 func longRun() bool { return os.Getenv("IDEM_RELIABILITY") == "long" }
 
@@ -79,81 +74,6 @@ func (s *stats) add(faults, crashes, inputs int) {
 	s.crashes += crashes
 	s.inputs += inputs
 	s.mu.Unlock()
-}
-
-// proc is how one process ended.
-type proc struct {
-	code   int            // exit status; -1 when a signal killed it
-	signal syscall.Signal // the signal that killed it
-	stdout string
-	stderr string
-}
-
-func (p proc) String() string {
-	return fmt.Sprintf("exit %d signal %v\nstdout: %q\nstderr: %q", p.code, p.signal, p.stdout, p.stderr)
-}
-
-// spec says how to start a process.
-type spec struct {
-	dir    string   // working directory ("" : the test's)
-	env    []string // added to a small clean environment
-	stdin  io.Reader
-	nobody bool     // run as nobody
-	umask  int      // >= 0: run under this umask
-	wrap   []string // prefix, e.g. strace and its arguments
-}
-
-// start runs prog with args as spec says and waits for it (at most a
-// minute: a hang is a failure too).
-func start(t *testing.T, sp spec, prog string, args ...string) proc {
-	t.Helper()
-	argv := append([]string{prog}, args...)
-	if sp.umask >= 0 {
-		argv = append([]string{"/bin/sh", "-c", fmt.Sprintf(`umask %03o && exec "$0" "$@"`, sp.umask)}, argv...)
-	}
-	argv = append(append([]string{}, sp.wrap...), argv...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Dir = sp.dir
-	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "LC_ALL=C"}, sp.env...)
-	c.Stdin = sp.stdin
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	if sp.nobody {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	}
-	err := c.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%q hung (killed after a minute)", argv)
-	}
-	p := proc{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		ws := ee.Sys().(syscall.WaitStatus)
-		p.code = ws.ExitStatus()
-		if ws.Signaled() {
-			p.code, p.signal = -1, ws.Signal()
-		}
-	default:
-		t.Fatalf("start %q: %v", argv, err)
-	}
-	return p
-}
-
-func plain() spec { return spec{umask: -1} }
-
-// idemBin is idem as the test binary provides it (testscript.Main puts it
-// on PATH).
-func idemBin(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("idem")
-	if err != nil {
-		t.Fatalf("idem is not on PATH: %v", err)
-	}
-	return p
 }
 
 // sharedDir is a scratch directory every user can reach (nobody cannot
@@ -199,7 +119,7 @@ func mkdir(t *testing.T, path string, mode os.FileMode) string {
 // errorLines checks idem's error contract: one "idem: error:" line, at most
 // one "idem: hint:" line after it, nothing else (no stack trace, no raw
 // multi-line driver text). It returns the error line.
-func errorLines(t *testing.T, s *stats, p proc) string {
+func errorLines(t *testing.T, s *stats, p *process) string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(p.stderr, "\n"), "\n")
 	ok := len(lines) >= 1 && len(lines) <= 2 && strings.HasPrefix(lines[0], "idem: error: ") &&
@@ -235,7 +155,7 @@ func digest(t *testing.T, path string) string {
 // checkRefused checks a run on a ledger idem must refuse: exit 74, one
 // error line matching want, the command never ran (marks), and the
 // ledger's directory is as listed before.
-func checkRefused(t *testing.T, s *stats, p proc, want, marks, dir, before string) {
+func checkRefused(t *testing.T, s *stats, p *process, want, marks, dir, before string) {
 	t.Helper()
 	s.add(0, 0, 1)
 	if p.code != 74 {
@@ -367,8 +287,8 @@ func markCmd(marks string) []string {
 func newLedger(t *testing.T, idem, path string) {
 	t.Helper()
 	for i, code := range []string{"0", "3", "0"} {
-		p := start(t, plain(), idem, "--ledger", path, "run", "--key", fmt.Sprintf("seed:key-%d", i),
-			"--success-codes", "0", "--", "/bin/sh", "-c", "echo seeded; exit "+code)
+		p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", fmt.Sprintf("seed:key-%d", i),
+			"--success-codes", "0", "--", "/bin/sh", "-c", "echo seeded; exit "+code))
 		if p.signal != 0 || p.code != map[string]int{"0": 0, "3": 3}[code] {
 			t.Fatalf("seeding %s: %v", path, p)
 		}
@@ -469,7 +389,7 @@ func TestBadLedgers(t *testing.T) {
 			c.setup(t, path)
 			before := listing(t, dir)
 			marks := filepath.Join(t.TempDir(), "marks")
-			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "job:bad-ledger"}, markCmd(marks)...)...)
+			p := run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:bad-ledger"}, markCmd(marks)...)...))
 			checkRefused(t, s, p, c.want, marks, dir, before)
 		})
 	}
@@ -540,9 +460,9 @@ func TestReadOnlyLedgers(t *testing.T) {
 			marksDir := mkdir(t, filepath.Join(root, fmt.Sprint(i, "marks")), 0o777)
 			marks := filepath.Join(marksDir, "marks")
 			before := listing(t, dir)
-			sp := plain()
-			sp.nobody, sp.dir = true, root
-			p := start(t, sp, idem, append([]string{"--ledger", path, "run", "--key", "job:read-only"}, markCmd(marks)...)...)
+			rc := clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:read-only"}, markCmd(marks)...)...)
+			rc.nobody, rc.dir = true, root
+			p := run(t, rc)
 			checkRefused(t, s, p, c.want, marks, dir, before)
 		})
 	}
@@ -565,9 +485,9 @@ func TestLedgerModes(t *testing.T) {
 		t.Run(fmt.Sprintf("umask_%03o", umask), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state", "idem")
 			path := filepath.Join(dir, "ledger.db")
-			sp := plain()
-			sp.umask = umask
-			p := start(t, sp, idem, append([]string{"--ledger", path, "run", "--key", "job:modes"}, modesCmd(path)...)...)
+			rc := clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:modes"}, modesCmd(path)...)...)
+			rc.umask = fmt.Sprintf("%03o", umask)
+			p := run(t, rc)
 			s.add(0, 0, 1)
 			if p.code != 0 || p.stderr != "" {
 				t.Fatalf("run: %v", p)
@@ -595,7 +515,7 @@ func TestLedgerModes(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "ledger.db")
 		// A run killed while it holds the ledger leaves -wal and -shm.
-		p := start(t, plain(), idem, "--ledger", path, "run", "--key", "job:killed", "--", "/bin/sh", "-c", `kill -9 $PPID; sleep 5`)
+		p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:killed", "--", "/bin/sh", "-c", `kill -9 $PPID; sleep 5`))
 		if p.signal != syscall.SIGKILL {
 			t.Fatalf("the crash did not happen: %v", p)
 		}
@@ -604,7 +524,7 @@ func TestLedgerModes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p = start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "job:modes"}, modesCmd(path)...)...)
+		p = run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:modes"}, modesCmd(path)...)...))
 		s.add(0, 1, 1)
 		want := fmt.Sprintf("600 %s\n600 %[1]s-wal\n600 %[1]s-shm\n", path)
 		if p.code != 0 || p.stdout != want {
@@ -615,7 +535,7 @@ func TestLedgerModes(t *testing.T) {
 		if len(got) != 3 || !warn.MatchString(got[0]) || !warn.MatchString(got[1]) || !warn.MatchString(got[2]) {
 			t.Errorf("want three warnings, got:\n%s", p.stderr)
 		}
-		p = start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "job:modes-2"}, modesCmd(path)...)...)
+		p = run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:modes-2"}, modesCmd(path)...)...))
 		if p.code != 0 || p.stderr != "" {
 			t.Errorf("a second run warned again: %v", p)
 		}
@@ -627,7 +547,7 @@ func TestLedgerModes(t *testing.T) {
 		newLedger(t, idem, path)
 		os.Chown(path, nobody, nobody)
 		os.Chmod(path, 0o644)
-		p := start(t, plain(), idem, "--ledger", path, "run", "--key", "job:theirs", "--", "/bin/true")
+		p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:theirs", "--", "/bin/true"))
 		s.add(0, 0, 1)
 		if p.code != 0 || p.stderr != "" {
 			t.Fatalf("run: %v", p)
@@ -636,23 +556,6 @@ func TestLedgerModes(t *testing.T) {
 			t.Errorf("another user's ledger changed mode to %#o", fi.Mode().Perm())
 		}
 	})
-}
-
-// listfds prints the process's open file descriptors, one "FD TARGET" a
-// line (the descriptor it reads /proc/self/fd with left out).
-func listfds() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	for _, e := range ents {
-		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil || strings.HasPrefix(target, "/proc/") && strings.HasSuffix(target, "/fd") {
-			continue
-		}
-		fmt.Println(e.Name(), target)
-	}
 }
 
 // TestHostileInput: keys, paths and payloads an attacker or a broken script
@@ -686,7 +589,7 @@ func TestHostileInput(t *testing.T) {
 			keys = append(keys, string(k))
 		}
 		for _, k := range keys {
-			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", k}, markCmd(marks)...)...)
+			p := run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", k}, markCmd(marks)...)...))
 			s.add(0, 0, 1)
 			valid := len(k) >= 8 && len(k) <= 128 && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_-.") == ""
 			if !valid {
@@ -746,13 +649,13 @@ func TestHostileInput(t *testing.T) {
 		if err := os.Truncate(huge, 64<<20+1); err != nil { // sparse: cheap
 			t.Fatal(err)
 		}
-		p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:huge", "--payload-file", huge}, markCmd(marks)...)...)
+		p := run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "payload:huge", "--payload-file", huge}, markCmd(marks)...)...))
 		s.add(0, 0, 1)
 		if p.code != 64 || !strings.Contains(p.stderr, "is larger than 64MiB") {
 			s.violate(t, "payload of 64MiB+1: %v", p)
 		}
 		for _, f := range []string{"/dev/zero", "/dev/urandom"} {
-			p := start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:endless", "--payload-file", f}, markCmd(marks)...)...)
+			p := run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "payload:endless", "--payload-file", f}, markCmd(marks)...)...))
 			s.add(0, 0, 1)
 			if p.code != 64 {
 				s.violate(t, "endless payload %s: %v", f, p)
@@ -764,7 +667,7 @@ func TestHostileInput(t *testing.T) {
 		if err := os.Truncate(huge, 64<<20); err != nil {
 			t.Fatal(err)
 		}
-		p = start(t, plain(), idem, append([]string{"--ledger", path, "run", "--key", "payload:limit", "--payload-file", huge}, markCmd(marks)...)...)
+		p = run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "payload:limit", "--payload-file", huge}, markCmd(marks)...)...))
 		s.add(0, 0, 1)
 		if p.code != 0 {
 			s.violate(t, "payload of exactly 64MiB: %v", p)

@@ -1,18 +1,17 @@
-package main
+package e2e
 
-// Crash-safety tests of issue 3: real idem processes (this test binary, as
-// testscript.Main registers it), real children, real signals. Each test
-// checks what happened afterwards in /proc and in the ledger; none asserts
-// on time.
+// Leases and signals: idem killed, stopped past its lease, interrupted or
+// raced by 31 others on one key, and what the next run then does (takes
+// the key over, stops the old process group, is fenced off, replays).
+// Real idem processes (this test binary, as testscript.Main registers it),
+// real children, real signals. Each test checks what happened afterwards in
+// /proc and in the ledger; none asserts on time.
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
 
-// leaseRig runs idem processes against one ledger in a temporary directory.
+// leaseRig starts idem processes against one ledger in a temporary
+// directory, with the test's environment.
 type leaseRig struct {
 	t      *testing.T
 	dir    string
@@ -45,103 +44,22 @@ func newLeaseRig(t *testing.T) *leaseRig {
 
 func (g *leaseRig) path(name string) string { return filepath.Join(g.dir, name) }
 
-// leaseProc is one idem process started by a test.
-type leaseProc struct {
-	t              *testing.T
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	code           int            // exit status, -1 if killed by a signal
-	signal         syscall.Signal // the signal that killed it
+// command is argv in the rig's directory and environment.
+func (g *leaseRig) command(argv ...string) command {
+	return command{argv: argv, dir: g.dir, env: g.env}
 }
 
-// start starts `idem ARGS...` (or, with gate set, `gate FIFO idem ARGS...`).
-func (g *leaseRig) start(args ...string) *leaseProc {
+// start starts `idem ARGS...`. (A test that needs another program first,
+// such as `gate FIFO idem ARGS...`, starts g.command(argv...) itself.)
+func (g *leaseRig) start(args ...string) *process {
 	g.t.Helper()
-	return g.startCmd(append([]string{"idem"}, args...))
-}
-
-func (g *leaseRig) startCmd(argv []string) *leaseProc {
-	g.t.Helper()
-	p := &leaseProc{t: g.t, done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env = g.env
-	p.cmd.Dir = g.dir
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		g.t.Fatalf("start %q: %v", argv, err)
-	}
-	go func() {
-		defer close(p.done)
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			ws := ee.Sys().(syscall.WaitStatus)
-			p.code = ws.ExitStatus()
-			if ws.Signaled() {
-				p.signal = ws.Signal()
-			}
-		} else if err != nil {
-			p.code = -2
-		}
-	}()
-	g.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Signal(syscall.SIGCONT)
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// wait waits for the process (at most a minute: a hang is a failure).
-func (p *leaseProc) wait() *leaseProc {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		p.cmd.Process.Kill()
-		p.t.Fatalf("%q hung\nstderr: %s", p.cmd.Args, p.stderr.String())
-	}
-	return p
-}
-
-func (p *leaseProc) String() string {
-	return fmt.Sprintf("%q: exit %d signal %v\nstdout: %q\nstderr: %q", p.cmd.Args, p.code, p.signal, p.stdout.String(), p.stderr.String())
-}
-
-func (p *leaseProc) send(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %v: %v", sig, err)
-	}
+	return start(g.t, g.command(append([]string{"idem"}, args...)...))
 }
 
 // run runs `idem ARGS...` to its end.
-func (g *leaseRig) run(args ...string) *leaseProc {
+func (g *leaseRig) run(args ...string) *process {
 	g.t.Helper()
 	return g.start(args...).wait()
-}
-
-// expect fails unless p exited with code.
-func (p *leaseProc) expect(code int) *leaseProc {
-	p.t.Helper()
-	if p.code != code || p.signal != 0 {
-		p.t.Fatalf("want exit %d, got %v", code, p)
-	}
-	if rawStoreError(p.stderr.String()) {
-		p.t.Fatalf("raw SQLite error on stderr: %v", p)
-	}
-	return p
-}
-
-// rawStoreError reports whether s shows a driver's busy error to the user.
-func rawStoreError(s string) bool {
-	l := strings.ToLower(s)
-	return strings.Contains(l, "database is locked") || strings.Contains(l, "sqlite_busy") || strings.Contains(l, "goroutine ")
 }
 
 // waitMarks waits until the marks file of crashjob has n lines and returns
@@ -194,225 +112,6 @@ func classes(hist []ledger.Attempt) string {
 	return b.String()
 }
 
-// procMark is a process crashjob recorded: its pid and start time.
-type procMark struct {
-	pid   int
-	start uint64
-}
-
-func readMarks(path string) []procMark {
-	b, _ := os.ReadFile(path)
-	var out []procMark
-	for _, line := range strings.Split(string(b), "\n") {
-		var m procMark
-		if _, err := fmt.Sscanf(line, "run %d %d", &m.pid, &m.start); err == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// running reports whether the marked process still runs: it exists, is
-// not a zombie (PID 1 here does not reap orphans), and is the same process.
-func (m procMark) running() bool {
-	start, state, err := statOf(m.pid)
-	return err == nil && state != 'Z' && state != 'X' && start == m.start
-}
-
-// statOf reads the state (field 3) and start time (field 22) of pid.
-func statOf(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 20 {
-		return 0, 0, fmt.Errorf("malformed stat of %d", pid)
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0][0], err
-}
-
-func markSelf(path string) {
-	start, _, err := statOf(os.Getpid())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	fmt.Fprintf(f, "run %d %d\n", os.Getpid(), start)
-	f.Close()
-}
-
-// crashjob MARKS: the first call (MARKS empty) records itself in MARKS,
-// starts a grandchild in its process group that ignores SIGTERM and records
-// itself too, prints "hanging PID" and hangs. A later call first checks that
-// no process recorded in MARKS still runs (else it prints "overlap PID" and
-// exits 3: two executions overlapped), then records itself and prints
-// "done PID".
-func crashjob() {
-	if len(os.Args) == 3 && os.Args[1] == "-grandchild" {
-		signal.Ignore(syscall.SIGTERM)
-		markSelf(os.Args[2])
-		time.Sleep(time.Minute)
-		return
-	}
-	marks := os.Args[1]
-	prev := readMarks(marks)
-	if len(prev) == 0 {
-		markSelf(marks)
-		g := exec.Command("crashjob", "-grandchild", marks)
-		g.Stdout, g.Stderr = os.Stdout, os.Stderr
-		if err := g.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		for i := 0; i < 1000 && len(readMarks(marks)) < 2; i++ {
-			time.Sleep(5 * time.Millisecond)
-		}
-		fmt.Println("hanging", os.Getpid())
-		time.Sleep(time.Minute)
-		return
-	}
-	for _, m := range prev {
-		if m.running() {
-			fmt.Println("overlap", m.pid)
-			os.Exit(3)
-		}
-	}
-	markSelf(marks)
-	fmt.Println("done", os.Getpid())
-}
-
-// bgholder PIDFILE starts a grandchild that keeps stdout open for 30s and
-// writes its pid to PIDFILE, then prints "parent done" and exits 0.
-func bgholder() {
-	if len(os.Args) == 3 && os.Args[1] == "-grandchild" {
-		tmp := os.Args[2] + ".tmp"
-		os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), 0o644)
-		os.Rename(tmp, os.Args[2])
-		time.Sleep(30 * time.Second)
-		return
-	}
-	g := exec.Command("bgholder", "-grandchild", os.Args[1])
-	g.Stdout = os.Stdout
-	if err := g.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	for i := 0; i < 1000; i++ {
-		if _, err := os.Stat(os.Args[1]); err == nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	fmt.Println("parent done")
-}
-
-// bump increments the counter in path and returns the new value.
-func bump(path string) int {
-	b, _ := os.ReadFile(path)
-	n := atoi(strings.TrimSpace(string(b))) + 1
-	if err := os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	return n
-}
-
-// retryafter COUNTER CONTENT: the first call writes CONTENT to the file
-// named by IDEM_RETRY_AFTER and exits 75; later calls succeed. Each prints
-// "call N".
-func retryafter() {
-	n := bump(os.Args[1])
-	fmt.Println("call", n)
-	if n == 1 {
-		if err := os.WriteFile(os.Getenv("IDEM_RETRY_AFTER"), []byte(os.Args[2]), 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		os.Exit(75)
-	}
-}
-
-// slowflaky COUNTER FAILS CODE DUR [READY]: like flaky, but writes READY
-// (if given) and sleeps DUR first.
-func slowflaky() {
-	n := bump(os.Args[1])
-	if len(os.Args) > 5 {
-		os.WriteFile(os.Args[5], []byte(strconv.Itoa(os.Getpid())), 0o644)
-	}
-	d, _ := time.ParseDuration(os.Args[4])
-	time.Sleep(d)
-	fmt.Printf("call %d\n", n)
-	if n <= atoi(os.Args[2]) {
-		os.Exit(atoi(os.Args[3]))
-	}
-}
-
-// trapexit CODE READY: catches SIGTERM and SIGINT, writes READY, and on the
-// first signal prints "caught SIGNAL" and exits CODE.
-func trapexit() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	os.WriteFile(os.Args[2], []byte(strconv.Itoa(os.Getpid())), 0o644)
-	select {
-	case s := <-sigs:
-		fmt.Println("caught", s)
-		os.Exit(atoi(os.Args[1]))
-	case <-time.After(time.Minute):
-		os.Exit(2)
-	}
-}
-
-// slowappend FILE LINE DUR: sleeps DUR, then appends LINE to FILE and
-// prints it.
-func slowappend() {
-	d, _ := time.ParseDuration(os.Args[3])
-	time.Sleep(d)
-	appendto()
-}
-
-// gate FIFO PROG ARG...: blocks until the FIFO is opened for writing, then
-// execs PROG. A test starts many gated processes and opens the FIFO once,
-// so that they all go in the same instant.
-func gate() {
-	f, err := os.OpenFile(os.Args[1], os.O_RDONLY, 0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	f.Close()
-	prog, err := exec.LookPath(os.Args[2])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	err = syscall.Exec(prog, os.Args[2:], os.Environ())
-	fmt.Fprintln(os.Stderr, err)
-	os.Exit(2)
-}
-
-// waitfile PATH waits (at most 10s) until PATH exists.
-func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: waitfile PATH")
-	}
-	path := ts.MkAbs(args[0])
-	for range 2000 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	ts.Fatalf("%s did not appear within 10s", args[0])
-}
-
 // TestLeaseConcurrentRuns starts 32 `idem run` of one key in the same
 // instant (on a ledger none of them has created yet): exactly one executes.
 // Without --wait the others exit 75; with --wait they all exit 0 and print
@@ -447,9 +146,9 @@ func TestLeaseConcurrentRuns(t *testing.T) {
 				}
 				args = append(args, a)
 			}
-			procs := make([]*leaseProc, n)
+			procs := make([]*process, n)
 			for i := range procs {
-				procs[i] = g.startCmd(args)
+				procs[i] = start(t, g.command(args...))
 			}
 			time.Sleep(200 * time.Millisecond) // let every gate block on the FIFO
 			began := time.Now()
@@ -465,17 +164,17 @@ func TestLeaseConcurrentRuns(t *testing.T) {
 
 			ran, replayed, busy := 0, 0, 0
 			for _, p := range procs {
-				if rawStoreError(p.stderr.String()) {
+				if rawStoreError(p.stderr) {
 					t.Errorf("raw SQLite error: %v", p)
 				}
 				switch {
-				case p.code == 0 && p.stdout.String() == "ran\n":
-					if strings.Contains(p.stderr.String(), "idem: replayed concurrent:32: succeeded") {
+				case p.code == 0 && p.stdout == "ran\n":
+					if strings.Contains(p.stderr, "idem: replayed concurrent:32: succeeded") {
 						replayed++
 					} else {
 						ran++
 					}
-				case p.code == 75 && !tc.wait && strings.HasPrefix(p.stderr.String(), `idem: error: key "concurrent:32" is in progress on `):
+				case p.code == 75 && !tc.wait && strings.HasPrefix(p.stderr, `idem: error: key "concurrent:32" is in progress on `):
 					busy++
 				default:
 					t.Errorf("unexpected end: %v", p)
@@ -511,7 +210,7 @@ func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
 	}
 
 	b := g.run(args...).expect(0)
-	if !strings.HasPrefix(b.stdout.String(), "done ") {
+	if !strings.HasPrefix(b.stdout, "done ") {
 		t.Fatalf("the new run did not execute cleanly: %v", b)
 	}
 	for _, m := range old {
@@ -541,18 +240,18 @@ func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past the 1s lease
 
 	b := g.run(args...).expect(0)
-	if !strings.HasPrefix(b.stdout.String(), "done ") {
+	if !strings.HasPrefix(b.stdout, "done ") {
 		t.Fatalf("the second run did not execute cleanly: %v", b)
 	}
 	a.send(syscall.SIGCONT)
 	a.wait().expect(75)
-	if !strings.HasPrefix(a.stderr.String(), `idem: error: lost the lease on key "crash:sigstop": another run took it over, or it was purged with --force; `) {
+	if !strings.HasPrefix(a.stderr, `idem: error: lost the lease on key "crash:sigstop": another run took it over, or it was purged with --force; `) {
 		t.Errorf("the first run does not say it lost its lease: %v", a)
 	}
 
 	c := g.run(args...).expect(0)
-	if c.stdout.String() != b.stdout.String() || !strings.Contains(c.stderr.String(), "idem: replayed crash:sigstop: succeeded") {
-		t.Errorf("replay %v, want the second run's output %q", c, b.stdout.String())
+	if c.stdout != b.stdout || !strings.Contains(c.stderr, "idem: replayed crash:sigstop: succeeded") {
+		t.Errorf("replay %v, want the second run's output %q", c, b.stdout)
 	}
 	_, hist := g.record("crash:sigstop")
 	if got, want := classes(hist), "1:abandoned:75 2:success:0"; got != want {
@@ -577,7 +276,7 @@ func TestLeaseSIGTERMStopsGroup(t *testing.T) {
 			t.Errorf("process %d still runs after idem exited", m.pid)
 		}
 	}
-	if !strings.Contains(a.stderr.String(), "idem: crash:sigterm: interrupted by SIGTERM; recorded as retryable after attempt 1") {
+	if !strings.Contains(a.stderr, "idem: crash:sigterm: interrupted by SIGTERM; recorded as retryable after attempt 1") {
 		t.Errorf("stderr does not report the interruption: %v", a)
 	}
 	rec, _ := g.record("crash:sigterm")
@@ -586,7 +285,7 @@ func TestLeaseSIGTERMStopsGroup(t *testing.T) {
 	}
 
 	b := g.run(args...).expect(0)
-	if !strings.HasPrefix(b.stdout.String(), "done ") {
+	if !strings.HasPrefix(b.stdout, "done ") {
 		t.Fatalf("the next run did not execute: %v", b)
 	}
 	_, hist := g.record("crash:sigterm")
@@ -619,8 +318,8 @@ func TestLeaseSuccessDuringGrace(t *testing.T) {
 	waitForFile(t, ready)
 	a.send(syscall.SIGTERM)
 	a.wait().expect(0)
-	if a.stdout.String() != "caught terminated\n" {
-		t.Errorf("stdout %q", a.stdout.String())
+	if a.stdout != "caught terminated\n" {
+		t.Errorf("stdout %q", a.stdout)
 	}
 	rec, _ := g.record("crash:grace")
 	if rec.Status != ledger.StatusSucceeded {
@@ -674,8 +373,8 @@ func TestLeaseGrandchildHoldsStdout(t *testing.T) {
 	if _, state, err := statOf(pid); err != nil || state == 'Z' {
 		t.Fatalf("the grandchild is gone already (%v): idem cannot be shown not to wait for it", err)
 	}
-	if a.stdout.String() != "parent done\n" {
-		t.Errorf("stdout %q", a.stdout.String())
+	if a.stdout != "parent done\n" {
+		t.Errorf("stdout %q", a.stdout)
 	}
 	rec, hist := g.record("crash:holder")
 	if rec.Status != ledger.StatusSucceeded || string(rec.Stdout) != "parent done\n" || classes(hist) != "1:success:0" {
@@ -704,11 +403,11 @@ func TestLeaseRetryAfter(t *testing.T) {
 			key := "retry-after:" + tc.name
 			p := g.run("run", "--key", key, "--initial-delay", "20ms", "--jitter", "0", "--max-delay", "1500ms",
 				"--", "retryafter", g.path("counter"), tc.content).expect(0)
-			if p.stdout.String() != "call 1\ncall 2\n" {
-				t.Errorf("stdout %q", p.stdout.String())
+			if p.stdout != "call 1\ncall 2\n" {
+				t.Errorf("stdout %q", p.stdout)
 			}
-			warned := strings.Contains(p.stderr.String(), "idem: warning: attempt 1 wrote ") &&
-				strings.Contains(p.stderr.String(), " to IDEM_RETRY_AFTER: not a duration")
+			warned := strings.Contains(p.stderr, "idem: warning: attempt 1 wrote ") &&
+				strings.Contains(p.stderr, " to IDEM_RETRY_AFTER: not a duration")
 			if warned != tc.warn {
 				t.Errorf("warning %v, want %v: %v", warned, tc.warn, p)
 			}
@@ -731,11 +430,11 @@ func TestLeaseWaitInterrupted(t *testing.T) {
 	before, _ := g.record("wait:intr")
 
 	w := g.start(append([]string{"run", "--wait"}, args[1:]...)...)
-	waitCaught(t, w.cmd.Process.Pid, syscall.SIGINT)
+	waitCaught(t, w.pid(), syscall.SIGINT)
 	time.Sleep(300 * time.Millisecond) // let it poll a few times
 	w.send(syscall.SIGINT)
 	w.wait().expect(130)
-	if w.stdout.Len() != 0 || w.stderr.String() !=
+	if w.stdout != "" || w.stderr !=
 		"idem: error: interrupted by SIGINT while waiting for key \"wait:intr\"; nothing ran and the record was not touched\n" {
 		t.Errorf("waiter: %v", w)
 	}
@@ -766,7 +465,7 @@ func TestLeaseWaitTakesOverDeadHolder(t *testing.T) {
 	holder.send(syscall.SIGKILL)
 	holder.wait()
 	w.wait().expect(0)
-	if !strings.HasPrefix(w.stdout.String(), "done ") {
+	if !strings.HasPrefix(w.stdout, "done ") {
 		t.Fatalf("the waiter did not run the command cleanly: %v", w)
 	}
 	for _, m := range old {
@@ -780,48 +479,11 @@ func TestLeaseWaitTakesOverDeadHolder(t *testing.T) {
 	}
 }
 
-// fgcheck COUNTER: prints "call N foreground" when its process group holds
-// the terminal on stdin ("background" otherwise); the first call exits 75.
-func fgcheck() {
-	n := bump(os.Args[1])
-	where := "background"
-	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == syscall.Getpgrp() {
-		where = "foreground"
-	}
-	fmt.Printf("call %d %s\n", n, where)
-	if n == 1 {
-		os.Exit(75)
-	}
-}
-
-// openPTY returns a pseudo-terminal's master and slave.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return m, s
-}
-
 // startOnTerminal starts `idem ARGS...` as a session leader whose
 // controlling terminal (stdin, stdout, stderr) is slave: the terminal's
 // foreground group, as in an interactive shell. It returns the process
 // and a function that returns everything written to the terminal so far.
-func (g *leaseRig) startOnTerminal(master, slave *os.File, args ...string) (*leaseProc, func() string) {
+func (g *leaseRig) startOnTerminal(master, slave *os.File, args ...string) (*process, func() string) {
 	g.t.Helper()
 	var mu sync.Mutex
 	var screen bytes.Buffer
@@ -837,27 +499,9 @@ func (g *leaseRig) startOnTerminal(master, slave *os.File, args ...string) (*lea
 			}
 		}
 	}()
-	p := &leaseProc{t: g.t, done: make(chan struct{})}
-	p.cmd = exec.Command("idem", args...)
-	p.cmd.Env, p.cmd.Dir = g.env, g.dir
-	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = slave, slave, slave
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := p.cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		if err := p.cmd.Wait(); err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				p.code = ee.ExitCode()
-			}
-		}
-	}()
-	g.t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
+	c := g.command(append([]string{"idem"}, args...)...)
+	c.tty = slave
+	p := start(g.t, c)
 	return p, func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -870,7 +514,7 @@ func (g *leaseRig) startOnTerminal(master, slave *os.File, args ...string) (*lea
 // terminal back between attempts.
 func TestLeaseTerminalForeground(t *testing.T) {
 	g := newLeaseRig(t)
-	master, slave := openPTY(t)
+	master, slave := needPTY(t)
 	counter := g.path("counter")
 	p, screen := g.startOnTerminal(master, slave, "run", "--key", "tty:foreground", "--initial-delay", "1s", "--jitter", "0",
 		"--", "fgcheck", counter)
@@ -880,7 +524,7 @@ func TestLeaseTerminalForeground(t *testing.T) {
 	for range 400 {
 		if b, _ := os.ReadFile(counter); string(b) == "1" {
 			pgrp, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
-			if err == nil && pgrp == p.cmd.Process.Pid {
+			if err == nil && pgrp == p.pid() {
 				took = true
 				break
 			}
@@ -888,8 +532,8 @@ func TestLeaseTerminalForeground(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	p.wait()
-	if p.code != 0 {
-		t.Fatalf("idem exited %d; terminal: %q", p.code, screen())
+	if p.exitStatus != (exitStatus{}) {
+		t.Fatalf("idem: %v; terminal: %q", p.exitStatus, screen())
 	}
 	if !took {
 		t.Error("idem did not take the terminal back after attempt 1")
@@ -905,7 +549,7 @@ func TestLeaseTerminalForeground(t *testing.T) {
 // and exits 130.
 func TestLeaseTerminalCtrlC(t *testing.T) {
 	g := newLeaseRig(t)
-	master, slave := openPTY(t)
+	master, slave := needPTY(t)
 	ready := g.path("ready")
 	p, screen := g.startOnTerminal(master, slave, "run", "--key", "tty:ctrlc", "--", "sleeper", "30s", ready)
 	waitForFile(t, ready)
@@ -913,8 +557,8 @@ func TestLeaseTerminalCtrlC(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wait()
-	if p.code != 130 {
-		t.Fatalf("idem exited %d, want 130; terminal: %q", p.code, screen())
+	if p.exitStatus != (exitStatus{code: 130}) {
+		t.Fatalf("idem: %v, want exit 130; terminal: %q", p.exitStatus, screen())
 	}
 	rec, hist := g.record("tty:ctrlc")
 	if rec.Status != ledger.StatusRetryable || classes(hist) != "1:interrupted:130" {

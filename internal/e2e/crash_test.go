@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Crash points: idem built with -tags testhooks SIGKILLs itself where
 // IDEM_TESTONLY_CRASH says (internal/probe/crash.go). After each
@@ -10,36 +10,20 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 )
 
-// buildHooked builds idem with its crash points compiled in.
+// buildHooked builds idem with its crash points compiled in; with -short
+// it skips the test instead (a build, then dozens of crashed runs).
 func buildHooked(t *testing.T) string {
-	return buildTagged(t, "testhooks", ".")
-}
-
-// buildTagged builds the main package pkg with -tags tags (internal/probe
-// gives its points a meaning in such a build).
-func buildTagged(t *testing.T, tags, pkg string) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("the go tool is not on PATH to build %s with -tags %s", pkg, tags)
+	if testing.Short() {
+		t.Skip("builds idem with -tags testhooks and crashes it at every point; skipped with -short")
 	}
-	name := filepath.Base(pkg)
-	if pkg == "." {
-		name = "idem"
-	}
-	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command(goTool, "build", "-tags", tags, "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build -tags %s %s: %v\n%s", tags, pkg, err, out)
-	}
-	return bin
+	return buildTagged(t, "testhooks", ".")
 }
 
 // crashCase is one command and the flags it runs with.
@@ -122,9 +106,7 @@ func TestCrashPoints(t *testing.T) {
 				args := append(append([]string{"--ledger", path, "run", "--key", key}, c.flags...), "--")
 				args = append(args, c.argv(marks)...)
 
-				sp := plain()
-				sp.env = []string{"IDEM_TESTONLY_CRASH=" + pt.point}
-				p := start(t, sp, idem, args...)
+				p := run(t, clean([]string{"IDEM_TESTONLY_CRASH=" + pt.point}, idem, args...))
 				s.add(0, 1, 0)
 				if p.signal != syscall.SIGKILL {
 					t.Fatalf("idem did not crash at %s: %v", pt.point, p)
@@ -142,10 +124,9 @@ func TestCrashPoints(t *testing.T) {
 		dir := t.TempDir()
 		path, marks, key := filepath.Join(dir, "ledger.db"), filepath.Join(dir, "marks"), "job:crash-budget"
 		args := append([]string{"--ledger", path, "run", "--key", key, "--max-attempts", "3", "--"}, markCmd(marks)...)
-		sp := plain()
-		sp.env = []string{"IDEM_TESTONLY_CRASH=after-reserve"}
+		crash := clean([]string{"IDEM_TESTONLY_CRASH=after-reserve"}, idem, args...)
 		for i := range 3 {
-			if p := start(t, sp, idem, args...); p.signal != syscall.SIGKILL {
+			if p := run(t, crash); p.signal != syscall.SIGKILL {
 				t.Fatalf("run %d did not crash: %v", i+1, p)
 			}
 			s.add(0, 1, 0)
@@ -153,7 +134,7 @@ func TestCrashPoints(t *testing.T) {
 				s.violate(t, "after crash %d the key is %s with %d attempts", i+1, st, n)
 			}
 		}
-		p := start(t, plain(), idem, args...)
+		p := run(t, clean(nil, idem, args...))
 		if p.code != 75 || lines(t, marks) != 0 {
 			s.violate(t, "the fourth run: %v (ran %d times), want a final failure 75 without running", p, lines(t, marks))
 		}
@@ -191,7 +172,7 @@ func settle(t *testing.T, s *stats, idem, path, key, marks string, args []string
 	for i := 0; ; i++ {
 		before, _ := keyState(t, path, key)
 		ran := lines(t, marks)
-		p := start(t, plain(), idem, args...)
+		p := run(t, clean(nil, idem, args...))
 		after := lines(t, marks)
 		if before == "succeeded" || before == "failed" {
 			if after != ran {
@@ -255,12 +236,12 @@ func TestCrashTorture(t *testing.T) {
 		marks := filepath.Join(dir, fmt.Sprint("marks-", k))
 		before, _ := keyState(t, path, key)
 		ran := lines(t, marks)
-		sp := plain()
+		var env []string
 		pt := points[rng.IntN(len(points))]
 		if pt != "" {
-			sp.env = []string{"IDEM_TESTONLY_CRASH=" + pt}
+			env = []string{"IDEM_TESTONLY_CRASH=" + pt}
 		}
-		p := start(t, sp, idem, argsFor(k)...)
+		p := run(t, clean(env, idem, argsFor(k)...))
 		if p.signal != 0 {
 			s.add(0, 1, 0)
 		}
@@ -283,7 +264,7 @@ func TestCrashTorture(t *testing.T) {
 			if st, _ := keyState(t, path, key); st == "succeeded" {
 				break
 			}
-			start(t, plain(), idem, argsFor(k)...)
+			run(t, clean(nil, idem, argsFor(k)...))
 		}
 		if st, _ := keyState(t, path, key); st != "succeeded" {
 			s.violate(t, "%s did not settle: %s", key, st)

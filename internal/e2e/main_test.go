@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain registers idem and the helper programs (programs_test.go) that
+// scripts and tests run as separate processes: testscript puts them on
+// PATH, and re-executes this test binary to run one.
+func TestMain(m *testing.M) {
+	testscript.Main(m, programs())
+}
+
+// TestScripts runs the txtar scripts of the repository's testscripts
+// directory, each in a fresh $WORK with its own ledger and HOME.
+func TestScripts(t *testing.T) {
+	runScripts(t, "../../testscripts")
+}
+
+// runScripts runs the scripts in dir, or the script files named, with
+// the scripts' setup and commands.
+func runScripts(t *testing.T, dir string, files ...string) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 dir,
+		Files:               files,
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("IDEM_LEDGER", filepath.Join(env.WorkDir, "state", "ledger.db"))
+			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+			env.Setenv("XDG_STATE_HOME", "")
+			env.Setenv("NO_COLOR", "")
+			env.Values[scriptT{}] = env.T()
+			return nil
+		},
+		Cmds: scriptCmds(),
+	})
+}
