@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/idemhq/idem/internal/testenv"
+
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner"
 )
@@ -79,20 +81,18 @@ func TestSeconds(t *testing.T) {
 // a transient failure's backoff shows the status line, then erases it.
 func TestProgressOnARealTerminal(t *testing.T) {
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
+	testenv.Need(t, "pseudo-terminals", err == nil, fmt.Sprintf("open /dev/ptmx: %v", err))
 	defer master.Close()
 	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlockpt: %v", err)
+		t.Fatalf("unlockpt: %v", err)
 	}
 	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
 	if err != nil {
-		t.Skipf("ptsname: %v", err)
+		t.Fatalf("ptsname: %v", err)
 	}
 	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("open pts: %v", err)
+		t.Fatalf("open pts: %v", err)
 	}
 	defer slave.Close()
 	read := make(chan []byte)
