@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // leaseRig runs idem processes against one ledger in a temporary directory.
@@ -158,9 +159,9 @@ func (g *leaseRig) waitMarks(path string, n int) []procMark {
 	return nil
 }
 
-func (g *leaseRig) openLedger() *ledger.SQLite {
+func (g *leaseRig) openLedger() *sqlite.Ledger {
 	g.t.Helper()
-	l, err := ledger.OpenSQLite(context.Background(), g.ledger)
+	l, err := sqlite.Open(context.Background(), g.ledger)
 	if err != nil {
 		g.t.Fatal(err)
 	}

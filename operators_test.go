@@ -20,6 +20,7 @@ import (
 	"github.com/idemhq/idem/internal/fingerprint"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // seedrecord KEY STATUS AGE [TTL] [-- ARGV...] writes KEY into $IDEM_LEDGER
@@ -61,7 +62,7 @@ func seed(args []string) error {
 		}
 	}
 	ctx := context.Background()
-	l, err := ledger.OpenSQLite(ctx, os.Getenv("IDEM_LEDGER"))
+	l, err := sqlite.Open(ctx, os.Getenv("IDEM_LEDGER"))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package ledger_test
+package postgres_test
 
 import (
 	"bufio"

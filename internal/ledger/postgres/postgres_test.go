@@ -1,4 +1,4 @@
-package ledger_test
+package postgres_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 // pgAdmin connects to the test database outside any ledger.
@@ -50,9 +51,9 @@ func freshSchema(t testing.TB) string {
 	return name
 }
 
-func openPG(t testing.TB, dsn, schema string) *ledger.Postgres {
+func openPG(t testing.TB, dsn, schema string) *postgres.Ledger {
 	t.Helper()
-	l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	l, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	if err != nil {
 		t.Fatalf("open PostgreSQL ledger in schema %s: %v", schema, err)
 	}
@@ -86,7 +87,7 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+			l, err := postgres.OpenSchema(context.Background(), dsn, schema)
 			if err == nil {
 				_, err = l.Reserve(context.Background(), ledger.ReserveRequest{Key: fmt.Sprintf("evt:open:%d", i),
 					Fingerprint: "fp", Command: []string{"true"}, MaxAttempts: 1, Lease: time.Minute})
@@ -119,7 +120,7 @@ func TestPostgresRefusesNewerSchema(t *testing.T) {
 	if _, err := admin.Exec(context.Background(), `UPDATE `+pgx.Identifier{schema, "meta"}.Sanitize()+` SET version = 99`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	_, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "newer idem (schema v99; this idem knows v1)") ||
 		!strings.Contains(se.Hint, "upgrade idem") {
@@ -138,7 +139,7 @@ func TestPostgresRefusesForeignSchema(t *testing.T) {
 	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.invoices (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	_, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	if err == nil || !strings.Contains(err.Error(), "not an idem ledger") {
 		t.Fatalf("open of a schema holding other tables: %v; want a refusal", err)
 	}
@@ -171,7 +172,7 @@ func TestPostgresUnreachable(t *testing.T) {
 		"postgres://idem:" + secret + "@" + addr + "/ledger?sslmode=disable",
 		"postgresql://idem@" + addr + "/ledger?sslmode=disable&password=" + secret,
 	} {
-		l, err := ledger.OpenPostgres(context.Background(), dsn)
+		l, err := postgres.Open(context.Background(), dsn)
 		if err == nil {
 			l.Close()
 			t.Fatalf("open %s succeeded with nothing listening", addr)
@@ -189,7 +190,7 @@ func TestPostgresUnreachable(t *testing.T) {
 
 func TestPostgresBadDSN(t *testing.T) {
 	const secret = "s3cret-Pa55"
-	_, err := ledger.OpenPostgres(context.Background(), "postgres://idem:"+secret+"@db.invalid:port/ledger")
+	_, err := postgres.Open(context.Background(), "postgres://idem:"+secret+"@db.invalid:port/ledger")
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "invalid PostgreSQL DSN") {
 		t.Fatalf("open with a bad port: %v; want an invalid-DSN StoreError without the password", err)
@@ -203,7 +204,7 @@ func TestPostgresWrongPassword(t *testing.T) {
 	}
 	const secret = "wrong-Pa55word"
 	u.User = url.UserPassword(u.User.Username(), secret)
-	_, err = ledger.OpenPostgres(context.Background(), u.String())
+	_, err = postgres.Open(context.Background(), u.String())
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || strings.Contains(err.Error()+se.Hint, secret) ||
 		!strings.Contains(err.Error(), u.Host) || !strings.Contains(se.Hint, "password") {
@@ -307,7 +308,7 @@ func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	openPG(t, dsn, schema)
 	const n = 16
-	ledgers := make([]*ledger.Postgres, n)
+	ledgers := make([]*postgres.Ledger, n)
 	for i := range ledgers {
 		ledgers[i] = openPG(t, dsn, schema)
 	}
@@ -403,7 +404,7 @@ func TestRedactDSN(t *testing.T) {
 		{"postgres:///ops", "postgres:///ops"},
 		{"postgres://idem:S3cret@[::1/ops", "postgres://(unparsable)"},
 	} {
-		if got := ledger.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
+		if got := postgres.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
 		}
 	}
