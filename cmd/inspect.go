@@ -245,7 +245,7 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	if r.Status == ledger.StatusInProgress {
 		add("running", fmt.Sprintf("since %s", stamp(r.Started, now)))
 		lease := "expired " + stamp(r.LeaseExpiry, now) + ": the next run takes it over"
-		if now.Before(r.LeaseExpiry) {
+		if r.Live(now, nil) {
 			lease = "expires " + stamp(r.LeaseExpiry, now)
 		}
 		add("owner", fmt.Sprintf("%s, pid %d, token %d; lease %s", r.Owner.Host, r.Owner.PID, r.Token, lease))
@@ -355,7 +355,7 @@ func statusCell(r *ledger.Record, now time.Time) string {
 	switch {
 	case r.Expired(now):
 		s += " (expired)"
-	case r.Status == ledger.StatusInProgress && !now.Before(r.LeaseExpiry):
+	case r.Status == ledger.StatusInProgress && !r.Live(now, nil):
 		s += " (lease expired)"
 	}
 	return s
@@ -559,7 +559,7 @@ func toRecordJSON(r *ledger.Record, now time.Time) recordJSON {
 	}
 	if r.Status == ledger.StatusInProgress {
 		o := &ownerJSON{Host: r.Owner.Host, PID: r.Owner.PID, Token: r.Token, LeaseExpires: jsonTime(r.LeaseExpiry),
-			LeaseExpired: !now.Before(r.LeaseExpiry)}
+			LeaseExpired: !r.Live(now, nil)}
 		if r.Owner.ChildPGID != 0 {
 			o.ChildPGID = ptr(r.Owner.ChildPGID)
 		}

@@ -15,7 +15,9 @@ import (
 // expression the records_outcome index is built on.
 const outcomeSQL = `coalesce(finished, created)`
 
-// liveSQL is true for an in_progress record whose lease has not expired at @now.
+// liveSQL is Record.Live in SQL, at @now and without OwnerDead (purge
+// judges by the lease alone): true for an in_progress record whose lease
+// has not expired.
 const liveSQL = `coalesce(status = 'in_progress' AND lease_expires > @now, false)`
 
 // filterSQL is the WHERE clause of List and of Purge's selector: every

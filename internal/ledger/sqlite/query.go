@@ -136,8 +136,9 @@ func selectorWhere(sel ledger.Selector, nowMS int64) (string, []any, error) {
 	return strings.Join(where, ` AND `), args, nil
 }
 
-// liveSQL is true for an in_progress record whose lease has not expired at
-// the (single) parameter.
+// liveSQL is Record.Live in SQL, at the (single) parameter and without
+// OwnerDead (purge judges by the lease alone): true for an in_progress
+// record whose lease has not expired.
 const liveSQL = `(status = 'in_progress' AND lease_expires_ms > ?)`
 
 // Purge implements Ledger with ledger.PurgePages. Candidates are read a
