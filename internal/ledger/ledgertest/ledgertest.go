@@ -215,6 +215,7 @@ func Run(t *testing.T, open Opener) {
 		{"FinishStoresOutcome", testFinishOutcome},
 		{"AttemptLoopWrites", testAttemptLoop},
 		{"TokensStrictlyGrow", testTokensGrow},
+		{"ReserveAgreesWithDecide", testAgreesWithDecide},
 	}
 	for _, tt := range tests {
 		if tt.fn == nil {
