@@ -101,7 +101,20 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(abs, opts.ReadOnly))
+	d := dsn(abs, opts.ReadOnly)
+	if opts.ReadOnly {
+		// A reader may not be able to create -wal and -shm (a directory it
+		// cannot write), and must not leave them behind as another user.
+		// Without a -wal, every commit is in the file itself, so it is
+		// read as immutable: SQLite then opens no other file. (A writer
+		// that starts meanwhile and checkpoints into the file could tear
+		// a read; the reader changes nothing, so at worst it fails.) With
+		// a -wal, SQLite reads it through the -shm as any reader does.
+		if _, err := os.Stat(real + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			d += "&immutable=1"
+		}
+	}
+	db, err := sql.Open("sqlite", d)
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
 	}

@@ -195,6 +195,18 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			execAll(t, db, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
 			db.Close()
 		}, "newer idem", "upgrade idem", nil},
+		{"newer_idem_incompatible", func(t *testing.T, path string) {
+			l, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reserveNew(t, l, "evt:from-the-future")
+			l.Close()
+			db := rawDB(t, path)
+			v := ledger.SchemaVersions{Write: sqlite.SchemaVersion + 2, Compat: sqlite.SchemaVersion + 1}
+			execAll(t, db, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.EncodeVersions(v)))
+			db.Close()
+		}, "newer idem (schema v3, compatible from v2; this idem knows v1)", "upgrade idem", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,8 +219,8 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range 2 {
-				l, err := sqlite.Open(context.Background(), path)
+			for _, readOnly := range []bool{false, false, true} {
+				l, err := sqlite.OpenWith(context.Background(), path, ledger.Options{ReadOnly: readOnly})
 				if err == nil {
 					l.Close()
 					t.Fatalf("OpenSQLite accepted the file")
