@@ -12,13 +12,31 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
 	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 func openReadOnly(ctx context.Context, path string) (*sqlite.Ledger, error) {
 	return sqlite.OpenWith(ctx, path, ledger.Options{ReadOnly: true})
+}
+
+func TestSQLiteReadOnlyConformance(t *testing.T) {
+	ledgertest.RunReadOnly(t, func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		w := openSQLite(t, path)
+		w.Now = now
+		return w, func() (ledger.Ledger, error) {
+			r, err := openReadOnly(context.Background(), path)
+			if err != nil {
+				return nil, err
+			}
+			r.Now = now
+			return r, nil
+		}
+	})
 }
 
 // TestSQLiteReadOnlyCreatesNothing: a read-only open of a missing or empty
