@@ -75,6 +75,18 @@ func (d Decision) Outcome() Outcome {
 	return Replay
 }
 
+// Answer is Reserve's answer when d needs no write: Busy, naming rec's
+// holder, or d.Err for a mismatch. ok is false for every other action.
+func (d Decision) Answer(rec *Record) (res *Reservation, ok bool, err error) {
+	switch d.Action {
+	case ActBusy:
+		return &Reservation{Outcome: Busy, Record: rec}, true, nil
+	case ActMismatch:
+		return nil, true, d.Err
+	}
+	return nil, false, nil
+}
+
 // Decide states the reservation rules: given key's record (nil when there
 // is none), the request and the ledger's now, what Reserve does. Both
 // backends execute its answer under their own lock; a backend may run a

@@ -1,6 +1,9 @@
 package ledger
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Migration is one numbered change to a backend's schema (see the package
 // doc): Version is its number, 1 for the schema's creation; Compat is the
@@ -84,4 +87,21 @@ func (v SchemaVersions) After(pending []Migration) SchemaVersions {
 	}
 	last := pending[len(pending)-1]
 	return SchemaVersions{Write: last.Version, Compat: last.Compat}
+}
+
+// PlanError puts an error of PlanSchema in a *StoreError (Op "open") for
+// the ledger at path, with a hint: noLedgerHint for ErrNoLedger and
+// newerHint for a *NewerSchemaError, which differ by backend.
+func PlanError(err error, path, noLedgerHint, newerHint string) *StoreError {
+	se := &StoreError{Op: "open", Path: path, Err: err}
+	var older *OlderSchemaError
+	switch {
+	case errors.Is(err, ErrNoLedger):
+		se.Hint = noLedgerHint
+	case errors.As(err, &older):
+		se.Hint = "run idem once to upgrade the ledger, then look again"
+	default:
+		se.Hint = newerHint
+	}
+	return se
 }

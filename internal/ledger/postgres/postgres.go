@@ -267,24 +267,11 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	return p.migrate(ctx, migrations)
 }
 
-// schemaErr puts ledger.PlanSchema's errors in a *StoreError with a hint.
+// schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (p *Ledger) schemaErr(err error) error {
-	var (
-		newer *ledger.NewerSchemaError
-		older *ledger.OlderSchemaError
-	)
-	switch {
-	case errors.Is(err, ledger.ErrNoLedger):
-		return &ledger.StoreError{Op: "open", Path: p.desc, Err: err,
-			Hint: fmt.Sprintf("check --ledger or IDEM_LEDGER: idem run creates schema %q on its first run", p.schema)}
-	case errors.As(err, &newer):
-		return &ledger.StoreError{Op: "open", Path: p.desc, Err: err,
-			Hint: "upgrade idem on this host, or point --ledger at another database"}
-	case errors.As(err, &older):
-		return &ledger.StoreError{Op: "open", Path: p.desc, Err: err,
-			Hint: "run idem once to upgrade the ledger, then look again"}
-	}
-	return p.wrap("open", err)
+	return ledger.PlanError(err, p.desc,
+		fmt.Sprintf("check --ledger or IDEM_LEDGER: idem run creates schema %q on its first run", p.schema),
+		"upgrade idem on this host, or point --ledger at another database")
 }
 
 // migrate creates or upgrades the schema in one transaction under an
@@ -715,6 +702,10 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 			return err
 		}
 		d := ledger.Decide(rec, req, now)
+		if r, ok, err := d.Answer(rec); ok {
+			res = r
+			return err
+		}
 		switch d.Action {
 		case ledger.ActCreate: // the record is there, so it expired
 			if _, err := tx.Exec(ctx, `DELETE FROM records WHERE key = $1`, req.Key); err != nil {
@@ -725,11 +716,6 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 				err = errors.New("re-creating an expired record found a conflict")
 			}
 			return err
-		case ledger.ActMismatch:
-			return d.Err
-		case ledger.ActBusy:
-			res = &ledger.Reservation{Outcome: ledger.Busy, Record: rec}
-			return nil
 		case ledger.ActReplay:
 			res, err = replay(ctx, tx, req.Key, now, nil)
 			return err

@@ -259,9 +259,10 @@ func checkFile(abs string) (real string, err error) {
 }
 
 func noLedger(path string) error {
-	return &ledger.StoreError{Op: "open", Path: path, Err: ledger.ErrNoLedger,
-		Hint: "check --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"}
+	return ledger.PlanError(ledger.ErrNoLedger, path, noLedgerHint, "")
 }
+
+const noLedgerHint = "check --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
 
 // errMissingTarget is followLink's reason for a dangling link.
 var errMissingTarget = errors.New("is a symbolic link to a missing file")
@@ -401,23 +402,9 @@ func encodeVersions(v ledger.SchemaVersions) int64 {
 	return int64(v.Write)<<16 | int64(v.Compat)
 }
 
-// schemaErr puts ledger.PlanSchema's errors in a *StoreError with a hint.
+// schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (s *Ledger) schemaErr(err error) error {
-	var (
-		newer *ledger.NewerSchemaError
-		older *ledger.OlderSchemaError
-	)
-	switch {
-	case errors.Is(err, ledger.ErrNoLedger):
-		return noLedger(s.path)
-	case errors.As(err, &newer):
-		return &ledger.StoreError{Op: "open", Path: s.path, Err: err,
-			Hint: "upgrade idem, or point --ledger at another file"}
-	case errors.As(err, &older):
-		return &ledger.StoreError{Op: "open", Path: s.path, Err: err,
-			Hint: "run idem once to upgrade the ledger, then look again"}
-	}
-	return s.wrap("open", err)
+	return ledger.PlanError(err, s.path, noLedgerHint, "upgrade idem, or point --ledger at another file")
 }
 
 // checkSize refuses a file cut inside a page: SQLite reads the missing
@@ -750,6 +737,10 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			return err
 		}
 		d := ledger.Decide(rec, req, now)
+		if r, ok, err := d.Answer(rec); ok {
+			res = r
+			return err
+		}
 		switch d.Action {
 		case ledger.ActCreate:
 			if d.Expired {
@@ -759,11 +750,6 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			}
 			res, err = s.create(ctx, tx, req, now)
 			return err
-		case ledger.ActMismatch:
-			return d.Err
-		case ledger.ActBusy:
-			res = &ledger.Reservation{Outcome: ledger.Busy, Record: rec}
-			return nil
 		case ledger.ActReplay:
 			res, err = countReplay(ctx, tx, rec, now)
 			return err
