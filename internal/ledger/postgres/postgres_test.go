@@ -23,8 +23,8 @@ import (
 	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
-// pgAdmin connects to the test database outside any ledger.
-func pgAdmin(t testing.TB) *pgx.Conn {
+// adminConn connects to the test database outside any ledger.
+func adminConn(t testing.TB) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, ledgertest.PostgresDSN(t))
@@ -42,7 +42,7 @@ func freshSchema(t testing.TB) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := "idem_test_" + hex.EncodeToString(b)
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	t.Cleanup(func() {
 		if _, err := admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
 			t.Errorf("drop schema %s: %v", name, err)
@@ -51,7 +51,7 @@ func freshSchema(t testing.TB) string {
 	return name
 }
 
-func openPG(t testing.TB, dsn, schema string) *postgres.Ledger {
+func openLedger(t testing.TB, dsn, schema string) *postgres.Ledger {
 	t.Helper()
 	l, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	if err != nil {
@@ -61,20 +61,20 @@ func openPG(t testing.TB, dsn, schema string) *postgres.Ledger {
 	return l
 }
 
-func pgOpener(t *testing.T, now func() time.Time) ledger.Ledger {
-	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
+func opener(t *testing.T, now func() time.Time) ledger.Ledger {
+	l := openLedger(t, ledgertest.PostgresDSN(t), freshSchema(t))
 	l.Now = now
 	return l
 }
 
 func TestPostgresConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
-	ledgertest.Run(t, pgOpener)
+	ledgertest.Run(t, opener)
 }
 
 func TestPostgresQueryConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
-	ledgertest.RunQuery(t, pgOpener)
+	ledgertest.RunQuery(t, opener)
 }
 
 // Hosts that start at once create the schema exactly once.
@@ -103,7 +103,7 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 		}
 	}
 	var versions, records int
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	q := `SELECT (SELECT count(*) FROM %[1]s.meta), (SELECT count(*) FROM %[1]s.records)`
 	if err := admin.QueryRow(context.Background(), fmt.Sprintf(q, pgx.Identifier{schema}.Sanitize())).Scan(&versions, &records); err != nil {
 		t.Fatal(err)
@@ -115,8 +115,8 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 
 func TestPostgresRefusesNewerSchema(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema).Close()
-	admin := pgAdmin(t)
+	openLedger(t, dsn, schema).Close()
+	admin := adminConn(t)
 	if _, err := admin.Exec(context.Background(), `UPDATE `+pgx.Identifier{schema, "meta"}.Sanitize()+` SET version = 99`); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestPostgresRefusesNewerSchema(t *testing.T) {
 
 func TestPostgresRefusesForeignSchema(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	s := pgx.Identifier{schema}.Sanitize()
 	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.invoices (id int)`); err != nil {
 		t.Fatal(err)
@@ -249,14 +249,14 @@ func TestPostgresPasswordSources(t *testing.T) {
 			if src.env["PGPASSWORD"] == "" {
 				os.Unsetenv("PGPASSWORD")
 			}
-			l := openPG(t, bare.String(), schema)
+			l := openLedger(t, bare.String(), schema)
 			if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, host) {
 				t.Errorf("Describe() = %q", d)
 			}
 		})
 	}
 	// And from the DSN itself, never shown.
-	l := openPG(t, u.String(), schema)
+	l := openLedger(t, u.String(), schema)
 	if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, "//"+u.User.Username()+"@"+u.Host) {
 		t.Errorf("Describe() = %q, want the DSN without its password", d)
 	}
@@ -265,8 +265,8 @@ func TestPostgresPasswordSources(t *testing.T) {
 // Without an injected clock, leases, outcomes and TTLs come from the
 // server's clock, not this host's.
 func TestPostgresServerClock(t *testing.T) {
-	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
-	admin := pgAdmin(t)
+	l := openLedger(t, ledgertest.PostgresDSN(t), freshSchema(t))
+	admin := adminConn(t)
 	serverNow := func() time.Time {
 		var now time.Time
 		if err := admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
@@ -306,11 +306,11 @@ func TestPostgresServerClock(t *testing.T) {
 // go test runs the packages at once.)
 func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema)
+	openLedger(t, dsn, schema)
 	const n = 16
 	ledgers := make([]*postgres.Ledger, n)
 	for i := range ledgers {
-		ledgers[i] = openPG(t, dsn, schema)
+		ledgers[i] = openLedger(t, dsn, schema)
 	}
 	var (
 		wg       sync.WaitGroup
@@ -364,7 +364,7 @@ func TestPostgresSessionFormats(t *testing.T) {
 	q.Set("TimeZone", "America/St_Johns")
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads + as itself
 	schema := freshSchema(t)
-	l := openPG(t, u.String(), schema)
+	l := openLedger(t, u.String(), schema)
 	ctx := context.Background()
 	out := []byte{0, 1, 2, '\\', 'x', 0xfe, 0xff, '\n'}
 	req := ledger.ReserveRequest{Key: "evt:formats", Fingerprint: "fp", Command: []string{"x"}, MaxAttempts: 1,
@@ -387,7 +387,7 @@ func TestPostgresSessionFormats(t *testing.T) {
 		t.Fatalf("replay under other session formats: %+v", rep.Record)
 	}
 	// The same record through a connection with the server's formats.
-	plain := openPG(t, ledgertest.PostgresDSN(t), schema)
+	plain := openLedger(t, ledgertest.PostgresDSN(t), schema)
 	rec, err := plain.Get(ctx, "evt:formats")
 	if err != nil || !rec.Finished.Equal(rep.Record.Finished) || !bytes.Equal(rec.Stdout, out) {
 		t.Fatalf("Get: %+v, %v", rec, err)

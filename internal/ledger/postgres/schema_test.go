@@ -18,7 +18,7 @@ func TestPostgresReadOnlyConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
 	ledgertest.RunReadOnly(t, func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
 		dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-		w := openPG(t, dsn, schema)
+		w := openLedger(t, dsn, schema)
 		w.Now = now
 		return w, func() (ledger.Ledger, error) {
 			r, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
@@ -35,7 +35,7 @@ func TestPostgresReadOnlyConformance(t *testing.T) {
 func schemaExists(t *testing.T, schema string) bool {
 	t.Helper()
 	var ok bool
-	if err := pgAdmin(t).QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`,
+	if err := adminConn(t).QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`,
 		pgx.Identifier{schema}.Sanitize()).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func schemaExists(t *testing.T, schema string) bool {
 // metaVersions reads table meta as an admin: version, and compat or 0.
 func metaVersions(t *testing.T, schema string) (version, compat int) {
 	t.Helper()
-	err := pgAdmin(t).QueryRow(context.Background(), `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM `+
+	err := adminConn(t).QueryRow(context.Background(), `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM `+
 		pgx.Identifier{schema, "meta"}.Sanitize()+` m`).Scan(&version, &compat)
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +56,10 @@ func metaVersions(t *testing.T, schema string) (version, compat int) {
 func setMeta(t *testing.T, schema string, version, compat int) {
 	t.Helper()
 	meta := pgx.Identifier{schema, "meta"}.Sanitize()
-	if _, err := pgAdmin(t).Exec(context.Background(), `ALTER TABLE `+meta+` ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
+	if _, err := adminConn(t).Exec(context.Background(), `ALTER TABLE `+meta+` ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgAdmin(t).Exec(context.Background(), `UPDATE `+meta+` SET version = $1, compat = $2`, version, compat); err != nil {
+	if _, err := adminConn(t).Exec(context.Background(), `UPDATE `+meta+` SET version = $1, compat = $2`, version, compat); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -84,7 +84,7 @@ func TestPostgresReadOnlyDoesNoDDL(t *testing.T) {
 func TestPostgresOpensLedgerWithAdditiveChanges(t *testing.T) {
 	ctx := context.Background()
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema).Close()
+	openLedger(t, dsn, schema).Close()
 	setMeta(t, schema, postgres.SchemaVersion+1, postgres.SchemaVersion)
 
 	r, err := postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
@@ -92,7 +92,7 @@ func TestPostgresOpensLedgerWithAdditiveChanges(t *testing.T) {
 		t.Fatalf("read-only open: %v", err)
 	}
 	r.Close()
-	l := openPG(t, dsn, schema)
+	l := openLedger(t, dsn, schema)
 	res, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:additive-1", Fingerprint: "fp", Command: []string{"true"},
 		MaxAttempts: 1, Lease: time.Minute})
 	if err != nil || res.Outcome != ledger.Reserved {
@@ -108,7 +108,7 @@ func TestPostgresOpensLedgerWithAdditiveChanges(t *testing.T) {
 // version is ahead is refused, read-only or not, and left as it is.
 func TestPostgresRefusesIncompatibleSchema(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema).Close()
+	openLedger(t, dsn, schema).Close()
 	setMeta(t, schema, postgres.SchemaVersion+2, postgres.SchemaVersion+1)
 	for _, readOnly := range []bool{false, true} {
 		_, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: readOnly}, postgres.Migrations())
@@ -129,7 +129,7 @@ func TestPostgresRefusesIncompatibleSchema(t *testing.T) {
 func TestPostgresMigratesForward(t *testing.T) {
 	ctx := context.Background()
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema).Close()
+	openLedger(t, dsn, schema).Close()
 	additive := append(postgres.Migrations(), ledger.Migration{Version: 2, Compat: 1,
 		SQL: `ALTER TABLE records ADD COLUMN note text`})
 	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: 3, Compat: 3,
@@ -153,7 +153,7 @@ func TestPostgresMigratesForward(t *testing.T) {
 		t.Fatalf("meta after the additive migration: version %d compat %d, want 2 and 1", v, c)
 	}
 	// This idem, which knows v1 only, keeps working on it.
-	l = openPG(t, dsn, schema)
+	l = openLedger(t, dsn, schema)
 	if _, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:migrated-1", Fingerprint: "fp", Command: []string{"true"},
 		MaxAttempts: 1, Lease: time.Minute}); err != nil {
 		t.Fatalf("Reserve after the additive migration: %v", err)
