@@ -264,3 +264,19 @@ type keptOpen struct {
 }
 
 func (k *keptOpen) CloseAtExit() error { k.atExit = true; return nil }
+
+func TestPlanError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		hint string
+	}{
+		{ledger.ErrNoLedger, "no-ledger hint"},
+		{&ledger.NewerSchemaError{Stored: ledger.SchemaVersions{Write: 2}, Known: 1}, "newer hint"},
+		{&ledger.OlderSchemaError{Stored: ledger.SchemaVersions{Write: 1}, Known: 2}, "run idem once to upgrade the ledger, then look again"},
+	} {
+		se := ledger.PlanError(tc.err, "/x/ledger.db", "no-ledger hint", "newer hint")
+		if se.Op != "open" || se.Path != "/x/ledger.db" || !errors.Is(se, tc.err) || se.Hint != tc.hint {
+			t.Errorf("PlanError(%v) = %+v, want Op open, the path, the error wrapped and hint %q", tc.err, se, tc.hint)
+		}
+	}
+}

@@ -26,7 +26,8 @@ type Pager interface {
 // req.Selector: candidates are read a page (req.ChunkSize() records) at a
 // time, in key order, and each page's deletable keys are handed to
 // Delete, which checks the selector again, so that a record that changed
-// in between is judged by its new state.
+// in between is judged by its new state. It returns the Pager's errors as
+// they are; when Delete fails, with the result so far.
 func PurgePages(ctx context.Context, req PurgeRequest, p Pager) (*PurgeResult, error) {
 	chunk := req.ChunkSize()
 	res := &PurgeResult{}
