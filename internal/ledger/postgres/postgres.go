@@ -1,3 +1,8 @@
+// Package postgres is the shared backend of the ledger contract: one
+// PostgreSQL database (through pgx) for a fleet of hosts, in a schema of its
+// own, with leases on the server's clock and the common reservations as
+// single statements. Errors are the contract's: driver errors become
+// *ledger.StoreError with a hint, and never show a password.
 package postgres
 
 import (

@@ -1,3 +1,8 @@
+// Package sqlite is the single-host backend of the ledger contract: one
+// SQLite file (modernc.org/sqlite, no cgo) in WAL mode, one connection per
+// process, every write a short BEGIN IMMEDIATE transaction. Reservations
+// commit at synchronous=NORMAL and outcomes at FULL. Errors are the
+// contract's: driver errors become *ledger.StoreError with a hint.
 package sqlite
 
 import (
