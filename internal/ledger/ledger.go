@@ -9,7 +9,10 @@
 // # Schema changes
 //
 // Every change to a backend's schema is one numbered migration, appended
-// to that backend's list in merge order and never edited once released.
+// to that backend's list in merge order and never edited once released:
+// its number is its place in the list, so of two branches that each add
+// one, the one merged second renumbers its migration (and its Compat, if
+// that names itself) before it lands.
 // A ledger stores two numbers: its write version (the last migration
 // applied) and its compatibility version (the oldest schema version whose
 // idem can still read and write it correctly). A migration is additive
