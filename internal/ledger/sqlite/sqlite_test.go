@@ -196,16 +196,10 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			db.Close()
 		}, "newer idem", "upgrade idem", nil},
 		{"newer_idem_incompatible", func(t *testing.T, path string) {
-			l, err := sqlite.Open(context.Background(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := openSQLite(t, path)
 			reserveNew(t, l, "evt:from-the-future")
 			l.Close()
-			db := rawDB(t, path)
-			v := ledger.SchemaVersions{Write: sqlite.SchemaVersion + 2, Compat: sqlite.SchemaVersion + 1}
-			execAll(t, db, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.EncodeVersions(v)))
-			db.Close()
+			setUserVersion(t, path, ledger.SchemaVersions{Write: sqlite.SchemaVersion + 2, Compat: sqlite.SchemaVersion + 1})
 		}, "newer idem (schema v3, compatible from v2; this idem knows v1)", "upgrade idem", nil},
 	}
 	for _, tc := range cases {
