@@ -236,7 +236,7 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	if r.Status == ledger.StatusInProgress {
 		add("running", fmt.Sprintf("since %s", stamp(r.Started, now)))
 		lease := "expired " + stamp(r.LeaseExpiry, now) + ": the next run takes it over"
-		if now.Before(r.LeaseExpiry) {
+		if r.Live(now, nil) {
 			lease = "expires " + stamp(r.LeaseExpiry, now)
 		}
 		add("owner", fmt.Sprintf("%s, pid %d, token %d; lease %s", r.Owner.Host, r.Owner.PID, r.Token, lease))
@@ -299,7 +299,7 @@ func statusCell(r *ledger.Record, now time.Time) string {
 	switch {
 	case r.Expired(now):
 		s += " (expired)"
-	case r.Status == ledger.StatusInProgress && !now.Before(r.LeaseExpiry):
+	case r.Status == ledger.StatusInProgress && !r.Live(now, nil):
 		s += " (lease expired)"
 	}
 	return s

@@ -101,7 +101,7 @@ func toRecordJSON(r *ledger.Record, now time.Time) recordJSON {
 	}
 	if r.Status == ledger.StatusInProgress {
 		o := &ownerJSON{Host: r.Owner.Host, PID: r.Owner.PID, Token: r.Token, LeaseExpires: jsonTime(r.LeaseExpiry),
-			LeaseExpired: !now.Before(r.LeaseExpiry)}
+			LeaseExpired: !r.Live(now, nil)}
 		if r.Owner.ChildPGID != 0 {
 			o.ChildPGID = ptr(r.Owner.ChildPGID)
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/postgres"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // ledgerPath resolves where the ledger lives: --ledger, then IDEM_LEDGER,
@@ -37,14 +39,14 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ledger.IsPostgresDSN(path) {
-		return ledger.OpenPostgres(ctx, path)
+	if postgres.IsDSN(path) {
+		return postgres.Open(ctx, path)
 	}
 	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
 		return nil, usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
 			"unsupported ledger URL scheme %q", scheme)
 	}
-	l, err := ledger.OpenSQLite(ctx, path)
+	l, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +73,7 @@ func (a *app) openExistingLedger(ctx context.Context) (ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !ledger.IsPostgresDSN(path) {
+	if !postgres.IsDSN(path) {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			abs, _ := filepath.Abs(path)
 			return nil, &noLedgerError{path: abs}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // leaseRig starts idem processes against one ledger in a temporary
@@ -76,9 +77,9 @@ func (g *leaseRig) waitMarks(path string, n int) []procMark {
 	return nil
 }
 
-func (g *leaseRig) openLedger() *ledger.SQLite {
+func (g *leaseRig) openLedger() *sqlite.Ledger {
 	g.t.Helper()
-	l, err := ledger.OpenSQLite(context.Background(), g.ledger)
+	l, err := sqlite.Open(context.Background(), g.ledger)
 	if err != nil {
 		g.t.Fatal(err)
 	}

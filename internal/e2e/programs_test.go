@@ -28,6 +28,7 @@ import (
 	"github.com/idemhq/idem/internal/fingerprint"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // programs is every helper program, by the name scripts and tests run it as.
@@ -430,7 +431,7 @@ func seed(args []string) error {
 		}
 	}
 	ctx := context.Background()
-	l, err := ledger.OpenSQLite(ctx, os.Getenv("IDEM_LEDGER"))
+	l, err := sqlite.Open(ctx, os.Getenv("IDEM_LEDGER"))
 	if err != nil {
 		return err
 	}

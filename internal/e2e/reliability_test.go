@@ -30,7 +30,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read ledgers behind idem's back
 
 	"github.com/idemhq/idem/cmd"
-	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 func longRun() bool { return os.Getenv("IDEM_RELIABILITY") == "long" }
@@ -336,7 +336,7 @@ func TestBadLedgers(t *testing.T) {
 		{"truncated_last_byte", write(goodBytes[:len(goodBytes)-1], 0o600), `corrupt`},
 		{"newer_schema", func(t *testing.T, path string) {
 			write(goodBytes, 0o600)(t, path)
-			execSQL(t, path, fmt.Sprintf(`PRAGMA user_version = %d`, ledger.SchemaVersion+1))
+			execSQL(t, path, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
 		}, `written by a newer idem \(schema v2; this idem knows v1\)`},
 		{"foreign_sqlite", func(t *testing.T, path string) {
 			execSQL(t, path, `CREATE TABLE notes (body TEXT)`, `INSERT INTO notes VALUES ('mine')`)

@@ -1,6 +1,34 @@
-// Package ledger is idem's store: the record types, the contract every
-// backend keeps, and the SQLite backend. It runs nothing: liveness of another
-// process is decided by the caller through ReserveRequest.OwnerDead.
+// Package ledger is the contract of idem's store: the record types, the
+// Ledger interface every backend keeps, its errors, and the pure decisions
+// the backends share (Decide, Record.Live, the schema versions' rules). It
+// imports no database driver: the backends are the packages sqlite (one
+// file, one host) and postgres (a fleet's shared database), and each runs
+// the conformance suite in ledgertest. It runs nothing either: liveness of
+// another process is decided by the caller through ReserveRequest.OwnerDead.
+//
+// # Schema changes
+//
+// Every change to a backend's schema is one numbered migration, appended
+// to that backend's list in merge order and never edited once released:
+// its number is its place in the list, so of two branches that each add
+// one, the one merged second renumbers its migration (and its Compat, if
+// that names itself) before it lands.
+// A ledger stores two numbers: its write version (the last migration
+// applied) and its compatibility version (the oldest schema version whose
+// idem can still read and write it correctly). A migration is additive
+// when an idem that knows only the versions before it keeps working: new
+// tables, indexes, and columns that are nullable or have a default, which
+// older writers leave at that default. An additive migration keeps the
+// compatibility version; any other migration raises it to its own number.
+//
+// An idem opens a ledger whose compatibility version it knows, even when
+// the write version is ahead of it (on a fleet, the first upgraded host
+// must not lock every other host out), and refuses, without changing
+// anything, one whose compatibility version is newer than what it knows.
+// A ledger behind this idem is migrated forward, all pending migrations in
+// one transaction, by an idem that opens it to write; an open for reading
+// only never changes the schema. PlanSchema states these rules once; the
+// backends store the two numbers as their dialect allows.
 package ledger
 
 import (
@@ -88,6 +116,19 @@ type Record struct {
 // Expired reports whether r counts as absent at now.
 func (r *Record) Expired(now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
+}
+
+// Live reports whether r is held by a live owner at now: in progress, its
+// lease not expired, and its owner not known dead. ownerDead reports a
+// same-host owner gone; nil: only the lease's expiry frees a record.
+func (r *Record) Live(now time.Time, ownerDead func(Owner) bool) bool {
+	return r.Status == StatusInProgress && now.Before(r.LeaseExpiry) && (ownerDead == nil || !ownerDead(r.Owner))
+}
+
+// Snapshot returns the part of r a reservation changes, for Release.
+func (r *Record) Snapshot() *Snapshot {
+	return &Snapshot{Status: r.Status, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		ExitCode: r.ExitCode, HasExit: r.HasExit, Finished: r.Finished, Expires: r.Expires}
 }
 
 // OutcomeTime is when the record reached its outcome, or its creation while
@@ -183,23 +224,26 @@ type FinishRequest struct {
 	StderrTruncated bool
 }
 
-// output is what Finish stores as stdout and stderr: nothing (NULL) with
+// Output is what Finish stores as stdout and stderr: nothing (NULL) with
 // --no-output, else the bytes, empty rather than NULL when there were none.
-func (r FinishRequest) output() (stdout, stderr []byte) {
+func (r FinishRequest) Output() (stdout, stderr []byte) {
 	if !r.OutputStored {
 		return nil, nil
 	}
-	return nonNil(r.Stdout), nonNil(r.Stderr)
+	return NonNil(r.Stdout), NonNil(r.Stderr)
 }
 
-// landed reports whether rec, read afresh after this Finish failed with a
-// *StoreError, shows its outcome committed all the same: after a failed
-// commit the state is unknown, and only what a fresh read shows counts.
-func (r FinishRequest) landed(rec *Record, err error) bool {
+// Landed reports whether rec, read afresh (with err) after this Finish
+// failed with a *StoreError, shows its outcome committed all the same:
+// after a failed commit the state is unknown, and only what a fresh read
+// shows counts. A read that failed (err != nil) shows nothing.
+func (r FinishRequest) Landed(rec *Record, err error) bool {
 	return err == nil && rec.Token == r.Token && rec.Status == r.Status && !rec.Finished.IsZero()
 }
 
-func nonNil(b []byte) []byte {
+// NonNil returns b, or an empty slice for nil: a stored empty output is
+// empty, not NULL.
+func NonNil(b []byte) []byte {
 	if b == nil {
 		return []byte{}
 	}
@@ -245,6 +289,31 @@ type Ledger interface {
 	Close() error
 }
 
+// Options says how a backend's opener opens a ledger.
+type Options struct {
+	// ReadOnly opens an existing ledger for reading only, for commands that
+	// only look (inspect, purge --dry-run, completion, metrics): nothing is
+	// created, initialised, migrated or tightened, and a SQLite file needs
+	// only read permission. A ledger that does not exist (a missing or
+	// empty file, a database without the ledger's schema) is ErrNoLedger.
+	ReadOnly bool
+}
+
+// ErrNoLedger is returned, wrapped in a *StoreError, by a read-only open
+// of a ledger that does not exist yet: nothing was ever recorded there.
+var ErrNoLedger = errors.New("no ledger there: nothing was ever recorded")
+
+// CloseAtExit ends the use of l by a process that exits right after, and
+// returns the error of closing it. A backend that has a cheaper way to end
+// at exit says so by a method CloseAtExit() error (SQLite leaves its file
+// open: exiting releases its locks); every other backend is closed.
+func CloseAtExit(l Ledger) error {
+	if c, ok := l.(interface{ CloseAtExit() error }); ok {
+		return c.CloseAtExit()
+	}
+	return l.Close()
+}
+
 // ListFilter selects records for List. Zero fields do not filter.
 type ListFilter struct {
 	Statuses []Status // any of these
@@ -286,6 +355,14 @@ type PurgeRequest struct {
 	Force  bool
 	DryRun bool // remove nothing; report what would go
 	Chunk  int  // records per write transaction; 0: DefaultPurgeChunk
+}
+
+// ChunkSize is r.Chunk, or DefaultPurgeChunk when it is not set.
+func (r PurgeRequest) ChunkSize() int {
+	if r.Chunk <= 0 {
+		return DefaultPurgeChunk
+	}
+	return r.Chunk
 }
 
 // PurgeResult says what Purge did.

@@ -16,6 +16,7 @@ import (
 	"github.com/idemhq/idem/internal/backoff"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // loopClock is a fake clock for the attempt loop: a wait that ends before
@@ -75,7 +76,7 @@ func (c *loopClock) sleeps() []time.Duration {
 type loopRig struct {
 	t      *testing.T
 	dir    string
-	l      *ledger.SQLite
+	l      *sqlite.Ledger
 	clock  *loopClock
 	r      *Runner
 	stdout bytes.Buffer
@@ -85,7 +86,7 @@ type loopRig struct {
 func newLoopRig(t *testing.T) *loopRig {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := ledger.OpenSQLite(context.Background(), filepath.Join(dir, "ledger.db"))
+	l, err := sqlite.Open(context.Background(), filepath.Join(dir, "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -348,7 +348,7 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			if err != nil {
 				return nil, err
 			}
-			if rec.Status != ledger.StatusInProgress || !r.Clock.Now().Before(rec.LeaseExpiry) || r.Host.OwnerDead(rec.Owner) {
+			if !rec.Live(r.Clock.Now(), r.Host.OwnerDead) {
 				break
 			}
 			holder = rec

@@ -15,12 +15,13 @@ import (
 	"github.com/idemhq/idem/internal/backoff"
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // openLedger opens a real SQLite ledger in a temporary directory.
-func openLedger(t *testing.T) *ledger.SQLite {
+func openLedger(t *testing.T) *sqlite.Ledger {
 	t.Helper()
-	l, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	l, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

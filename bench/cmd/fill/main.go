@@ -18,7 +18,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 func main() {
@@ -39,7 +39,7 @@ func main() {
 func fill(path string, n int, expired bool, output int) error {
 	ctx := context.Background()
 	start := time.Now()
-	l, err := ledger.OpenSQLite(ctx, path)
+	l, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,11 @@
 //		})
 //	}
 //
+// RunQuery checks the operators' methods and RunReadOnly a read-only open;
+// Run includes the check that Reserve does what ledger.Decide says for
+// every state and request, so a backend that answers a case in a single
+// statement shows there that it keeps the rules.
+//
 // A ledger is used by one goroutine at a time, as idem does; concurrent
 // processes are each backend's own test (they need a second handle on the
 // same store). The suite drives time through now: a backend must take every time it
@@ -215,6 +220,7 @@ func Run(t *testing.T, open Opener) {
 		{"FinishStoresOutcome", testFinishOutcome},
 		{"AttemptLoopWrites", testAttemptLoop},
 		{"TokensStrictlyGrow", testTokensGrow},
+		{"ReserveAgreesWithDecide", testAgreesWithDecide},
 	}
 	for _, tt := range tests {
 		if tt.fn == nil {

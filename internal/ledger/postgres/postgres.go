@@ -1,8 +1,13 @@
-package ledger
+// Package postgres is the shared backend of the ledger contract: one
+// PostgreSQL database (through pgx) for a fleet of hosts, in a schema of its
+// own, with leases on the server's clock and the common reservations as
+// single statements. Errors are the contract's: driver errors become
+// *ledger.StoreError with a hint, and never show a password.
+package postgres
 
 import (
 	"context"
-	_ "embed" // postgres_schema.sql
+	_ "embed" // schema.sql
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,37 +23,48 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
-//go:embed postgres_schema.sql
-var pgSchemaV1 string
+//go:embed schema.sql
+var schemaV1 string
 
-// PostgresSchemaVersion is the schema version this idem writes (table meta).
-const PostgresSchemaVersion = 1
+// SchemaVersion is the schema version this idem writes: the number of its
+// migrations.
+const SchemaVersion = 1
+
+// migrations are the schema's changes in merge order (see the ledger
+// package doc). Table meta holds where a ledger stands: version, and
+// compat once a migration makes the two differ (a ledger without the
+// column has compat = version).
+var migrations = []ledger.Migration{
+	{Version: 1, Compat: 1, SQL: schemaV1},
+}
 
 const (
-	// PostgresSchema is the PostgreSQL schema that holds the ledger.
-	PostgresSchema = "idem"
-	// pgMigrateLock is the advisory lock taken around schema creation
+	// Schema is the PostgreSQL schema that holds the ledger.
+	Schema = "idem"
+	// migrateLock is the advisory lock taken around schema creation
 	// and migration ("idemmigr").
-	pgMigrateLock = int64(0x6964656d6d696772)
-	// pgRetries bounds retries of serialization failures, deadlocks and
+	migrateLock = int64(0x6964656d6d696772)
+	// retries bounds retries of serialization failures, deadlocks and
 	// unique violations (the other transaction has finished by then).
-	pgRetries = 5
-	// pgConnectTimeout applies when neither the DSN nor PGCONNECT_TIMEOUT
+	retries = 5
+	// connectTimeout applies when neither the DSN nor PGCONNECT_TIMEOUT
 	// sets one, so an unreachable server fails instead of hanging.
-	pgConnectTimeout = 10 * time.Second
-	// pgMaxConns: idem itself needs one; the rest serve concurrent callers.
-	pgMaxConns = 4
+	connectTimeout = 10 * time.Second
+	// maxConns: idem itself needs one; the rest serve concurrent callers.
+	maxConns = 4
 )
 
-var _ Ledger = (*Postgres)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
 // Postgres is the shared ledger: one PostgreSQL database for a fleet of
 // hosts, with the contract of the SQLite backend. Leases, TTLs and every
 // other time come from the server's clock (clock_timestamp()), so hosts
 // with skewed clocks still agree on when a lease expires.
-type Postgres struct {
+type Ledger struct {
 	pool   *pgxpool.Pool
 	schema string
 	desc   string // the DSN without secrets
@@ -60,27 +76,35 @@ type Postgres struct {
 	Now func() time.Time
 }
 
-// IsPostgresDSN reports whether a --ledger value names a PostgreSQL
+// IsDSN reports whether a --ledger value names a PostgreSQL
 // database rather than a file.
-func IsPostgresDSN(s string) bool {
+func IsDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// OpenPostgres connects to the database dsn names and creates or migrates
+// Open connects to the database dsn names and creates or migrates
 // the ledger's schema on first use. Passwords come from the DSN, PGPASSWORD
 // or a password file (PGPASSFILE, ~/.pgpass), as with libpq. A ledger
-// written by a newer idem is refused untouched. Every error is a
+// whose schema needs a newer idem is refused untouched. Every error is a
 // *StoreError whose message names the host and never the password.
-func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
-	return openPostgres(ctx, dsn, PostgresSchema)
+func Open(ctx context.Context, dsn string) (*Ledger, error) {
+	return open(ctx, dsn, Schema, ledger.Options{}, migrations)
 }
 
-// openPostgres opens the ledger in schema (tests use one schema each).
-func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
+// OpenWith is Open as opts says: with opts.ReadOnly no DDL runs (no schema
+// is created or migrated), and a database without the ledger's schema is
+// a *StoreError wrapping ledger.ErrNoLedger. Every error is a *StoreError.
+func OpenWith(ctx context.Context, dsn string, opts ledger.Options) (*Ledger, error) {
+	return open(ctx, dsn, Schema, opts, migrations)
+}
+
+// open opens the ledger in schema (tests use one schema each) with the
+// given migrations (tests give it more).
+func open(ctx context.Context, dsn, schema string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
 	desc := redactDSN(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, &StoreError{Op: "open", Path: desc, Err: parseError(err),
+		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: parseError(err),
 			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
 	}
 	cc := cfg.ConnConfig
@@ -98,7 +122,7 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 		setParam(params, "application_name", "idem")
 	}
 	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = pgConnectTimeout
+		cc.ConnectTimeout = connectTimeout
 	}
 	// Durability: only the outcome pays for a WAL flush (Finish commits
 	// with synchronous_commit on). A reservation, renewal or replay count
@@ -117,14 +141,14 @@ func openPostgres(ctx context.Context, dsn, schema string) (*Postgres, error) {
 	if !dsnSets(dsn, "default_query_exec_mode") {
 		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
-	cfg.MaxConns = pgMaxConns
+	cfg.MaxConns = maxConns
 	cfg.MinConns = 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, &StoreError{Op: "open", Path: desc, Err: err}
+		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Postgres{pool: pool, schema: schema, desc: desc, addr: pgAddr(&cc.Config), finishSync: finishSync}
-	if err := p.checkSchema(ctx); err != nil {
+	p := &Ledger{pool: pool, schema: schema, desc: desc, addr: hostAddr(&cc.Config), finishSync: finishSync}
+	if err := p.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -206,7 +230,7 @@ func parseError(err error) error {
 	return fmt.Errorf("invalid PostgreSQL DSN: %s", reason)
 }
 
-func pgAddr(c *pgconn.Config) string {
+func hostAddr(c *pgconn.Config) string {
 	if strings.HasPrefix(c.Host, "/") {
 		return fmt.Sprintf("%s/.s.PGSQL.%d", c.Host, c.Port)
 	}
@@ -214,42 +238,53 @@ func pgAddr(c *pgconn.Config) string {
 }
 
 // Describe returns the DSN without its password.
-func (p *Postgres) Describe() string { return p.desc }
+func (p *Ledger) Describe() string { return p.desc }
 
 // Close closes the connections.
-func (p *Postgres) Close() error {
+func (p *Ledger) Close() error {
 	p.pool.Close()
 	return nil
 }
 
-// checkSchema reads the schema version; a missing schema is created, an
-// older one migrated, a newer one refused before anything is written.
-func (p *Postgres) checkSchema(ctx context.Context) error {
-	var version int
-	err := p.pool.QueryRow(ctx, `SELECT version FROM meta`).Scan(&version)
+// versionsSQL reads a ledger's schema versions from table meta, whose
+// compat column exists only once a migration parted the two.
+const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM meta m`
+
+// checkSchema reads the schema versions; a missing schema is created and
+// an older one migrated (unless readOnly), and one that needs a newer idem
+// refused before anything is written.
+func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
+	var stored ledger.SchemaVersions
+	err := p.pool.QueryRow(ctx, versionsSQL).Scan(&stored.Write, &stored.Compat)
 	switch {
-	case err == nil && version == PostgresSchemaVersion:
-		return nil
-	case err == nil && version > PostgresSchemaVersion:
-		return p.newer(version)
-	case err == nil, sqlState(err) == "42P01", sqlState(err) == "3F000": // older; undefined table or schema
-		return p.migrate(ctx)
+	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
+		stored = ledger.SchemaVersions{}
+	case err != nil:
+		return p.wrap("open", err)
 	}
-	return p.wrap("open", err)
+	pending, err := ledger.PlanSchema(stored, migrations, readOnly)
+	if err != nil {
+		return p.schemaErr(err)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return p.migrate(ctx, migrations)
 }
 
-func (p *Postgres) newer(version int) error {
-	return &StoreError{Op: "open", Path: p.desc,
-		Err:  fmt.Errorf("written by a newer idem (schema v%d; this idem knows v%d)", version, PostgresSchemaVersion),
-		Hint: "upgrade idem on this host, or point --ledger at another database"}
+// schemaErr puts ledger.PlanSchema's errors in a *StoreError.
+func (p *Ledger) schemaErr(err error) error {
+	return ledger.PlanError(err, p.desc,
+		fmt.Sprintf("check --ledger or IDEM_LEDGER: idem run creates schema %q on its first run", p.schema),
+		"upgrade idem on this host, or point --ledger at another database")
 }
 
 // migrate creates or upgrades the schema in one transaction under an
 // advisory lock: hosts that start at once wait for the first, then find the
 // schema in place.
-func (p *Postgres) migrate(ctx context.Context) error {
+func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgMigrateLock); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return err
 		}
 		var hasSchema, hasMeta bool
@@ -257,70 +292,103 @@ func (p *Postgres) migrate(ctx context.Context) error {
 			pgx.Identifier{p.schema}.Sanitize(), pgx.Identifier{p.schema, "meta"}.Sanitize()).Scan(&hasSchema, &hasMeta); err != nil {
 			return err
 		}
-		version := 0
+		var stored ledger.SchemaVersions
 		if hasMeta {
-			if err := tx.QueryRow(ctx, `SELECT version FROM meta`).Scan(&version); err != nil {
+			if err := tx.QueryRow(ctx, versionsSQL).Scan(&stored.Write, &stored.Compat); err != nil {
 				return err
 			}
 		}
-		switch {
-		case version > PostgresSchemaVersion:
-			return p.newer(version)
-		case version == PostgresSchemaVersion:
+		pending, err := ledger.PlanSchema(stored, migrations, false)
+		if err != nil {
+			return p.schemaErr(err)
+		}
+		if len(pending) == 0 {
 			return nil // another host got here first
-		case version > 0:
-			// Migrations from older versions go here, one step each.
-			return fmt.Errorf("no migration from schema v%d", version)
 		}
-		if !hasSchema {
-			if _, err := tx.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{p.schema}.Sanitize()); err != nil {
+		if stored.Write == 0 {
+			if err := p.createSchema(ctx, tx, hasSchema); err != nil {
 				return err
 			}
-		} else {
-			var objects int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace($1)`,
-				pgx.Identifier{p.schema}.Sanitize()).Scan(&objects); err != nil {
-				return err
-			}
-			if objects > 0 {
-				return &StoreError{Op: "open", Path: p.desc,
-					Err:  fmt.Errorf("schema %q holds tables that are not an idem ledger", p.schema),
-					Hint: "point --ledger at another database, or drop that schema"}
+		}
+		for _, m := range pending {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("schema v%d: %w", m.Version, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, pgSchemaV1); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO meta (version) VALUES ($1)`, PostgresSchemaVersion)
-		return err
+		return writeVersions(ctx, tx, stored.After(pending), stored.Write == 0)
 	})
-	var se *StoreError
+	var se *ledger.StoreError
 	if errors.As(err, &se) {
 		return err
 	}
 	return p.wrap("create schema", err)
 }
 
+// createSchema makes the ledger's schema, or checks that the schema of
+// that name is empty.
+func (p *Ledger) createSchema(ctx context.Context, tx pgx.Tx, exists bool) error {
+	if !exists {
+		_, err := tx.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{p.schema}.Sanitize())
+		return err
+	}
+	var objects int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace($1)`,
+		pgx.Identifier{p.schema}.Sanitize()).Scan(&objects); err != nil {
+		return err
+	}
+	if objects > 0 {
+		return &ledger.StoreError{Op: "open", Path: p.desc,
+			Err:  fmt.Errorf("schema %q holds tables that are not an idem ledger", p.schema),
+			Hint: "point --ledger at another database, or drop that schema"}
+	}
+	return nil
+}
+
+// writeVersions records v in table meta: its row is new for a new ledger.
+// The compat column is added when the versions first part, and kept
+// up to date once it exists.
+func writeVersions(ctx context.Context, tx pgx.Tx, v ledger.SchemaVersions, fresh bool) error {
+	if fresh {
+		if _, err := tx.Exec(ctx, `INSERT INTO meta (version) VALUES ($1)`, v.Write); err != nil {
+			return err
+		}
+	} else if _, err := tx.Exec(ctx, `UPDATE meta SET version = $1`, v.Write); err != nil {
+		return err
+	}
+	var hasCompat bool
+	if err := tx.QueryRow(ctx, `SELECT to_jsonb(m) ? 'compat' FROM meta m`).Scan(&hasCompat); err != nil {
+		return err
+	}
+	if !hasCompat && v.Compat == v.Write {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `ALTER TABLE meta ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE meta SET compat = $1`, v.Compat)
+	return err
+}
+
 // now is the time parameter of every statement: the caller's clock when
 // Now is set, else NULL, which the SQL turns into clock_timestamp().
-func (p *Postgres) now() any {
+func (p *Ledger) now() any {
 	if p.Now == nil {
 		return nil
 	}
 	return p.Now()
 }
 
-// pgNow is the SQL for "now" given the parameter now() fills.
-func pgNow(param int) string {
+// nowSQL is the SQL for "now" given the parameter now() fills.
+func nowSQL(param int) string {
 	return fmt.Sprintf("coalesce($%d::timestamptz, clock_timestamp())", param)
 }
 
 // do runs fn, retrying a bounded number of times when PostgreSQL reports a
 // serialization failure, a deadlock or a unique violation (the transaction
 // it collided with has ended by then), and wraps the error.
-func (p *Postgres) do(ctx context.Context, op string, fn func() error) error {
+func (p *Ledger) do(ctx context.Context, op string, fn func() error) error {
 	var err error
-	for try := 0; try < pgRetries; try++ {
+	for try := 0; try < retries; try++ {
 		err = fn()
 		if !retryable(err) || ctx.Err() != nil {
 			break
@@ -346,15 +414,15 @@ func sqlState(err error) string {
 }
 
 // wrap turns driver errors into *StoreError and passes contract errors on.
-func (p *Postgres) wrap(op string, err error) error {
+func (p *Ledger) wrap(op string, err error) error {
 	var (
-		mismatch *MismatchError
-		se       *StoreError
+		mismatch *ledger.MismatchError
+		se       *ledger.StoreError
 		pe       *pgconn.PgError
 		ce       *pgconn.ConnectError
 	)
 	switch {
-	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrLeaseLost), errors.As(err, &mismatch),
+	case err == nil, errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrLeaseLost), errors.As(err, &mismatch),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &se):
 		return err
 	case errors.As(err, &ce):
@@ -363,11 +431,11 @@ func (p *Postgres) wrap(op string, err error) error {
 		return p.serverError(op, pe)
 	}
 	if connLost(err) {
-		return &StoreError{Op: op, Path: p.desc,
+		return &ledger.StoreError{Op: op, Path: p.desc,
 			Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
 			Hint: "check that PostgreSQL is running and reachable from this host"}
 	}
-	return &StoreError{Op: op, Path: p.desc, Err: err}
+	return &ledger.StoreError{Op: op, Path: p.desc, Err: err}
 }
 
 // connLost reports whether err is the connection failing under us (EOF,
@@ -379,8 +447,8 @@ func connLost(err error) bool {
 		pgconn.Timeout(err)
 }
 
-func (p *Postgres) serverError(op string, pe *pgconn.PgError) error {
-	se := &StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
+func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
+	se := &ledger.StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
 	switch {
 	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
 		se.Err = fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, pe.Message)
@@ -399,8 +467,8 @@ func (p *Postgres) serverError(op string, pe *pgconn.PgError) error {
 
 // connectError explains a failed connection by the host it tried; the
 // password never appears (pgx's messages quote only user and database).
-func (p *Postgres) connectError(err error) error {
-	se := &StoreError{Op: "connect", Path: p.desc}
+func (p *Ledger) connectError(err error) error {
+	se := &ledger.StoreError{Op: "connect", Path: p.desc}
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe):
@@ -455,14 +523,14 @@ func cause(err error) string {
 	}
 }
 
-const pgRecordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
+const recordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
 	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires,
 	created, started, updated, finished, duration_ms, ttl_ms, expires, replays, last_replay,
 	output_stored, stdout_truncated, stderr_truncated`
 
-func scanPGRecord(row pgx.Row, extra ...any) (*Record, error) {
+func scanRecord(row pgx.Row, extra ...any) (*ledger.Record, error) {
 	var (
-		r                                    Record
+		r                                    ledger.Record
 		command                              []byte
 		exit                                 pgtype.Int4
 		lease, finished, expires, lastReplay pgtype.Timestamptz
@@ -476,23 +544,23 @@ func scanPGRecord(row pgx.Row, extra ...any) (*Record, error) {
 		&r.OutputStored, &r.StdoutTruncated, &r.StderrTruncated}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
+			return nil, ledger.ErrNotFound
 		}
 		return nil, err
 	}
 	if err := json.Unmarshal(command, &r.Command); err != nil {
 		return nil, fmt.Errorf("record %q: bad command column: %w", r.Key, err)
 	}
-	r.Status = Status(status)
+	r.Status = ledger.Status(status)
 	r.ExitCode, r.HasExit = int(exit.Int32), exit.Valid
 	r.Owner.PIDNS, r.Owner.StartTime, r.Owner.ChildStart = uint64(pidns), uint64(ownerStart), uint64(childStart)
-	r.LeaseExpiry, r.Finished, r.Expires, r.LastReplay = pgTime(lease), pgTime(finished), pgTime(expires), pgTime(lastReplay)
+	r.LeaseExpiry, r.Finished, r.Expires, r.LastReplay = timeOf(lease), timeOf(finished), timeOf(expires), timeOf(lastReplay)
 	r.Duration = time.Duration(dur.Int64) * time.Millisecond
 	r.TTL = time.Duration(ttl) * time.Millisecond
 	return &r, nil
 }
 
-func pgTime(t pgtype.Timestamptz) time.Time {
+func timeOf(t pgtype.Timestamptz) time.Time {
 	if !t.Valid {
 		return time.Time{}
 	}
@@ -514,12 +582,12 @@ type queryRower interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func getPGRecord(ctx context.Context, q queryRower, key string, withOutput bool) (*Record, error) {
+func getRecord(ctx context.Context, q queryRower, key string, withOutput bool) (*ledger.Record, error) {
 	if !withOutput {
-		return scanPGRecord(q.QueryRow(ctx, `SELECT `+pgRecordColumns+` FROM records WHERE key = $1`, key))
+		return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM records WHERE key = $1`, key))
 	}
 	var stdout, stderr []byte
-	r, err := scanPGRecord(q.QueryRow(ctx, `SELECT `+pgRecordColumns+`, stdout, stderr FROM records WHERE key = $1`, key),
+	r, err := scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = $1`, key),
 		&stdout, &stderr)
 	if err != nil {
 		return nil, err
@@ -537,16 +605,16 @@ func getPGRecord(ctx context.Context, q queryRower, key string, withOutput bool)
 // runs in one short transaction that locks the row (SELECT ... FOR NO KEY
 // UPDATE) before deciding, so no other reservation, renewal or outcome
 // interleaves between the read and the write.
-func (p *Postgres) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+func (p *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	command, err := json.Marshal(req.Command)
 	if err != nil {
-		return nil, &StoreError{Op: "reserve", Path: p.desc, Err: err}
+		return nil, &ledger.StoreError{Op: "reserve", Path: p.desc, Err: err}
 	}
-	var res *Reservation
+	var res *ledger.Reservation
 	err = p.do(ctx, "reserve", func() error {
 		// A record that vanishes between the claim and the lock (purged)
 		// sends us round again; a handful of rounds is plenty.
-		for round := 0; round < pgRetries; round++ {
+		for round := 0; round < retries; round++ {
 			var err error
 			if res, err = p.replayFinal(ctx, req); err != nil || res != nil {
 				return err
@@ -568,30 +636,30 @@ func (p *Postgres) Reserve(ctx context.Context, req ReserveRequest) (*Reservatio
 
 // replayFinal counts and returns a replay of a succeeded (or final failed)
 // record with this fingerprint, in one statement; nil when it is not one.
-func (p *Postgres) replayFinal(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanPGRecord(p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(4)+` AS now)
+	rec, err := scanRecord(p.pool.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(4)+` AS now)
 		UPDATE records SET replays = replays + 1, last_replay = c.now FROM c
 		WHERE key = $1 AND fingerprint = $2 AND (status = 'succeeded' OR (status = 'failed' AND NOT $3::boolean))
 			AND (expires IS NULL OR expires > c.now)
-		RETURNING `+pgRecordColumns+`, stdout, stderr`,
+		RETURNING `+recordColumns+`, stdout, stderr`,
 		req.Key, req.Fingerprint, req.RerunFailed, p.now()), &stdout, &stderr)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	rec.Stdout, rec.Stderr = stdout, stderr
-	return &Reservation{Outcome: Replay, Record: rec}, nil
+	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
 }
 
 // create claims a key that has no record, with its first attempt, in one
 // statement; nil when the key has a record.
-func (p *Postgres) create(ctx context.Context, q queryRower, req ReserveRequest, command []byte, now any) (*Reservation, error) {
+func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveRequest, command []byte, now any) (*ledger.Reservation, error) {
 	o := req.Owner
-	res := &Reservation{Outcome: Reserved, Attempt: 1}
-	err := q.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(11)+` AS now), rec AS (
+	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
+	err := q.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(11)+` AS now), rec AS (
 			INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
 				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated)
 			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('tokens'), $5, $6, $7, $8, $9,
@@ -612,19 +680,19 @@ func (p *Postgres) create(ctx context.Context, q queryRower, req ReserveRequest,
 	return res, nil
 }
 
-// decide is the full decision table of Reserve, under the row's lock. It
-// returns nil, nil when the record vanished before it could be locked.
-func (p *Postgres) decide(ctx context.Context, req ReserveRequest, command []byte) (*Reservation, error) {
-	var res *Reservation
+// decide executes ledger.Decide under the row's lock. It returns nil, nil
+// when the record vanished before it could be locked.
+func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command []byte) (*ledger.Reservation, error) {
+	var res *ledger.Reservation
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		res = nil
 		// Lock first, then read the clock: a wait for the lock must not
 		// make "now" stale.
 		b := &pgx.Batch{}
-		b.Queue(`SELECT `+pgRecordColumns+` FROM records WHERE key = $1 FOR NO KEY UPDATE`, req.Key)
-		b.Queue(`SELECT `+pgNow(1), p.now())
+		b.Queue(`SELECT `+recordColumns+` FROM records WHERE key = $1 FOR NO KEY UPDATE`, req.Key)
+		b.Queue(`SELECT `+nowSQL(1), p.now())
 		br := tx.SendBatch(ctx, b)
-		rec, err := scanPGRecord(br.QueryRow())
+		rec, err := scanRecord(br.QueryRow())
 		var now time.Time
 		if err == nil {
 			err = br.QueryRow().Scan(&now)
@@ -632,14 +700,19 @@ func (p *Postgres) decide(ctx context.Context, req ReserveRequest, command []byt
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ledger.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-
-		if rec.Expired(now) {
+		d := ledger.Decide(rec, req, now)
+		if r, ok, err := d.Answer(rec); ok {
+			res = r
+			return err
+		}
+		switch d.Action {
+		case ledger.ActCreate: // the record is there, so it expired
 			if _, err := tx.Exec(ctx, `DELETE FROM records WHERE key = $1`, req.Key); err != nil {
 				return err
 			}
@@ -648,61 +721,37 @@ func (p *Postgres) decide(ctx context.Context, req ReserveRequest, command []byt
 				err = errors.New("re-creating an expired record found a conflict")
 			}
 			return err
-		}
-		if rec.Fingerprint != req.Fingerprint {
-			return &MismatchError{Record: rec}
-		}
-		switch rec.Status {
-		case StatusSucceeded:
-			res, err = pgReplay(ctx, tx, req.Key, now, nil)
+		case ledger.ActReplay:
+			res, err = replay(ctx, tx, req.Key, now, nil)
 			return err
-		case StatusFailed:
-			if !req.RerunFailed {
-				res, err = pgReplay(ctx, tx, req.Key, now, nil)
+		case ledger.ActClose:
+			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`,
+				req.Key, req.MaxAttempts, now); err != nil {
 				return err
 			}
-			res, err = pgTake(ctx, tx, req, now, 0, snapshot(rec))
+			res, err = replay(ctx, tx, req.Key, now, nil)
 			return err
-		case StatusRetryable:
-			if rec.Attempts >= req.MaxAttempts {
-				if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`,
-					req.Key, req.MaxAttempts, now); err != nil {
-					return err
-				}
-				res, err = pgReplay(ctx, tx, req.Key, now, nil)
+		}
+		if d.Abandoned != nil {
+			if _, err := tx.Exec(ctx, `UPDATE attempts SET ended = $2, exit_code = $3, class = $4
+				WHERE key = $1 AND ended IS NULL`, req.Key, now, ledger.AbandonedExitCode, ledger.ClassAbandoned); err != nil {
 				return err
 			}
-			res, err = pgTake(ctx, tx, req, now, rec.Attempts, snapshot(rec))
-			return err
 		}
-		// in_progress: busy while the lease lives and the owner is not
-		// known dead (only a same-host owner can be: OwnerDead says so).
-		if now.Before(rec.LeaseExpiry) && (req.OwnerDead == nil || !req.OwnerDead(rec.Owner)) {
-			res = &Reservation{Outcome: Busy, Record: rec}
-			return nil
-		}
-		abandoned := rec.Owner
-		if _, err := tx.Exec(ctx, `UPDATE attempts SET ended = $2, exit_code = $3, class = $4
-			WHERE key = $1 AND ended IS NULL`, req.Key, now, AbandonedExitCode, ClassAbandoned); err != nil {
-			return err
-		}
-		if rec.Attempts >= req.MaxAttempts {
-			// The lost attempt was the last of the budget: final.
+		if d.Action == ledger.ActAbandon {
 			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', exit_code = $2, exit_source = 'idem',
 				token = nextval('tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
 				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END
 				WHERE key = $1`,
-				req.Key, AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
+				req.Key, ledger.AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
 				return err
 			}
-			res, err = pgReplay(ctx, tx, req.Key, now, &abandoned)
+			res, err = replay(ctx, tx, req.Key, now, d.Abandoned)
 			return err
 		}
-		prev := snapshot(rec)
-		prev.Status, prev.ExitCode, prev.HasExit = StatusRetryable, AbandonedExitCode, true
-		res, err = pgTake(ctx, tx, req, now, rec.Attempts, prev)
+		res, err = take(ctx, tx, req, now, d.Done, d.Prev)
 		if res != nil {
-			res.Abandoned = &abandoned
+			res.Abandoned = d.Abandoned
 		}
 		return err
 	})
@@ -712,11 +761,11 @@ func (p *Postgres) decide(ctx context.Context, req ReserveRequest, command []byt
 	return res, nil
 }
 
-// pgTake makes the caller the owner of an existing, locked record whose
+// take makes the caller the owner of an existing, locked record whose
 // previous attempts number done.
-func pgTake(ctx context.Context, tx pgx.Tx, req ReserveRequest, now time.Time, done int, prev *Snapshot) (*Reservation, error) {
+func take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot) (*ledger.Reservation, error) {
 	o := req.Owner
-	res := &Reservation{Outcome: Reserved, Prev: prev}
+	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
 	err := tx.QueryRow(ctx, `WITH rec AS (
 			UPDATE records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('tokens'),
 				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
@@ -734,17 +783,17 @@ func pgTake(ctx context.Context, tx pgx.Tx, req ReserveRequest, now time.Time, d
 	return res, nil
 }
 
-// pgReplay counts one suppressed duplicate of a locked record and returns
+// replay counts one suppressed duplicate of a locked record and returns
 // it with its output.
-func pgReplay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
+func replay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanPGRecord(tx.QueryRow(ctx, `UPDATE records SET replays = replays + 1, last_replay = $2 WHERE key = $1
-		RETURNING `+pgRecordColumns+`, stdout, stderr`, key, now), &stdout, &stderr)
+	rec, err := scanRecord(tx.QueryRow(ctx, `UPDATE records SET replays = replays + 1, last_replay = $2 WHERE key = $1
+		RETURNING `+recordColumns+`, stdout, stderr`, key, now), &stdout, &stderr)
 	if err != nil {
 		return nil, err
 	}
 	rec.Stdout, rec.Stderr = stdout, stderr
-	return &Reservation{Outcome: Replay, Record: rec, Abandoned: abandoned}, nil
+	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec, Abandoned: abandoned}, nil
 }
 
 // fencedCount turns the row count of an owner's write into ErrLeaseLost.
@@ -753,12 +802,12 @@ func fencedCount(n int64, err error) error {
 		return err
 	}
 	if n == 0 {
-		return ErrLeaseLost
+		return ledger.ErrLeaseLost
 	}
 	return nil
 }
 
-func (p *Postgres) execFenced(ctx context.Context, op, sql string, args ...any) error {
+func (p *Ledger) execFenced(ctx context.Context, op, sql string, args ...any) error {
 	return p.do(ctx, op, func() error {
 		tag, err := p.pool.Exec(ctx, sql, args...)
 		return fencedCount(tag.RowsAffected(), err)
@@ -767,7 +816,7 @@ func (p *Postgres) execFenced(ctx context.Context, op, sql string, args ...any) 
 
 // countFenced runs a statement whose single row is the number of records
 // the fenced write touched.
-func (p *Postgres) countFenced(ctx context.Context, op, sql string, args ...any) error {
+func (p *Ledger) countFenced(ctx context.Context, op, sql string, args ...any) error {
 	return p.do(ctx, op, func() error {
 		var n int64
 		err := p.pool.QueryRow(ctx, sql, args...).Scan(&n)
@@ -776,21 +825,21 @@ func (p *Postgres) countFenced(ctx context.Context, op, sql string, args ...any)
 }
 
 // SetChild implements Ledger.
-func (p *Postgres) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
+func (p *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
 	return p.execFenced(ctx, "record child", `UPDATE records SET child_pgid = $3, child_start = $4 WHERE key = $1 AND token = $2`,
 		key, token, pgid, int64(start))
 }
 
 // Renew implements Ledger: the lease runs from the server's clock.
-func (p *Postgres) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
-	return p.execFenced(ctx, "renew lease", `WITH c AS (SELECT `+pgNow(4)+` AS now)
+func (p *Ledger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+	return p.execFenced(ctx, "renew lease", `WITH c AS (SELECT `+nowSQL(4)+` AS now)
 		UPDATE records SET lease_expires = c.now + $3::bigint * interval '1 microsecond', updated = c.now FROM c
 		WHERE key = $1 AND token = $2`, key, token, micros(lease), p.now())
 }
 
 // EndAttempt implements Ledger, in one statement.
-func (p *Postgres) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
-	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+pgNow(7)+` AS now),
+func (p *Ledger) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+nowSQL(7)+` AS now),
 		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now FROM c
 			WHERE key = $1 AND token = $2 RETURNING c.now),
 		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6 FROM r
@@ -799,13 +848,13 @@ func (p *Postgres) EndAttempt(ctx context.Context, key string, token, attemptID 
 }
 
 // StartAttempt implements Ledger, in one statement.
-func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
+func (p *Ledger) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
 	var (
 		n  int
 		id int64
 	)
 	err := p.do(ctx, "start attempt", func() error {
-		err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgNow(4)+` AS now),
+		err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(4)+` AS now),
 			r AS (UPDATE records SET attempts = attempts + 1, lease_expires = c.now + $3::bigint * interval '1 microsecond',
 				updated = c.now, child_pgid = 0, child_start = 0 FROM c
 				WHERE key = $1 AND token = $2 RETURNING key, attempts, owner_host, owner_pid, c.now)
@@ -813,7 +862,7 @@ func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, le
 			SELECT key, attempts, $2, owner_host, owner_pid, now FROM r
 			RETURNING n, id`, key, token, micros(lease), p.now()).Scan(&n, &id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrLeaseLost
+			return ledger.ErrLeaseLost
 		}
 		return err
 	})
@@ -826,9 +875,9 @@ func (p *Postgres) StartAttempt(ctx context.Context, key string, token int64, le
 // the server's WAL on disk (and on a synchronous standby, if the server
 // has one). When the commit's fate is unknown (the connection broke), the
 // record is read again: Finish returns nil only if the outcome is there.
-func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
-	stdout, stderr := req.output()
-	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+pgNow(15)+` AS now,
+func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
+	stdout, stderr := req.Output()
+	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+nowSQL(15)+` AS now,
 			set_config('synchronous_commit', $16, true) AS sync),
 		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
 			duration_ms = $6, ttl_ms = $7::bigint,
@@ -839,8 +888,8 @@ func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
 		SELECT count(*) FROM r`,
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync)
-	var se *StoreError
-	if errors.As(err, &se) && req.landed(getPGRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
+	var se *ledger.StoreError
+	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
 		return nil
 	}
 	return err
@@ -848,7 +897,7 @@ func (p *Postgres) Finish(ctx context.Context, req FinishRequest) error {
 
 // Release implements Ledger. Restoring the previous state draws a fresh
 // token, which fences the releasing owner out: it must not write again.
-func (p *Postgres) Release(ctx context.Context, key string, token, attemptID int64, prev *Snapshot) error {
+func (p *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
 	if prev == nil {
 		// The attempts go with the record (ON DELETE CASCADE).
 		return p.execFenced(ctx, "release", `DELETE FROM records WHERE key = $1 AND token = $2`, key, token)
@@ -857,7 +906,7 @@ func (p *Postgres) Release(ctx context.Context, key string, token, attemptID int
 	if prev.HasExit {
 		code = prev.ExitCode
 	}
-	return p.countFenced(ctx, "release", `WITH c AS (SELECT `+pgNow(10)+` AS now),
+	return p.countFenced(ctx, "release", `WITH c AS (SELECT `+nowSQL(10)+` AS now),
 		r AS (UPDATE records SET status = $4, attempts = $5, max_attempts = $6, exit_code = $7::integer,
 			finished = $8::timestamptz, expires = $9::timestamptz, lease_expires = NULL, child_pgid = 0, child_start = 0,
 			updated = c.now, token = nextval('tokens') FROM c WHERE key = $1 AND token = $2 RETURNING key),
@@ -868,19 +917,19 @@ func (p *Postgres) Release(ctx context.Context, key string, token, attemptID int
 }
 
 // Get implements Ledger.
-func (p *Postgres) Get(ctx context.Context, key string) (*Record, error) {
-	var r *Record
+func (p *Ledger) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	var r *ledger.Record
 	err := p.do(ctx, "read", func() error {
 		var err error
-		r, err = getPGRecord(ctx, p.pool, key, true)
+		r, err = getRecord(ctx, p.pool, key, true)
 		return err
 	})
 	return r, err
 }
 
 // History implements Ledger.
-func (p *Postgres) History(ctx context.Context, key string) ([]Attempt, error) {
-	var out []Attempt
+func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, error) {
+	var out []ledger.Attempt
 	err := p.do(ctx, "read", func() error {
 		out = nil
 		rows, err := p.pool.Query(ctx, `SELECT n, token, host, pid, started, ended, exit_code, class, delay_ms
@@ -891,7 +940,7 @@ func (p *Postgres) History(ctx context.Context, key string) ([]Attempt, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				a     Attempt
+				a     ledger.Attempt
 				ended pgtype.Timestamptz
 				code  pgtype.Int4
 				class pgtype.Text
@@ -900,7 +949,7 @@ func (p *Postgres) History(ctx context.Context, key string) ([]Attempt, error) {
 			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &a.Started, &ended, &code, &class, &delay); err != nil {
 				return err
 			}
-			a.Ended = pgTime(ended)
+			a.Ended = timeOf(ended)
 			a.ExitCode, a.HasExit = int(code.Int32), code.Valid
 			a.Class = class.String
 			a.Delay = time.Duration(delay.Int64) * time.Millisecond

@@ -1,6 +1,6 @@
 //go:build !race
 
-package ledger_test
+package sqlite_test
 
 // raceDetector is true under -race; see race_on_test.go.
 const raceDetector = false

@@ -1,5 +1,8 @@
--- Schema version 1 of the idem ledger. Times are Unix milliseconds (UTC),
--- durations milliseconds. Applied in one transaction by migrate().
+-- Migration 1 of the SQLite ledger: the schema a new file gets, in the same
+-- BEGIN IMMEDIATE transaction as the migrations after it and the version
+-- markers (application_id, user_version). Later changes are migrations of
+-- their own (see the ledger package doc); this file is never edited.
+-- Times are Unix milliseconds (UTC), durations milliseconds.
 
 -- One ledger-wide counter that only grows: fencing tokens are drawn from it,
 -- so a purged and re-created key never reuses a token.

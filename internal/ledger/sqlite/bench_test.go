@@ -1,4 +1,4 @@
-package ledger
+package sqlite
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 // The run path's ledger work, in process, on a real SQLite file. Each
@@ -14,9 +16,9 @@ import (
 // process pays on top (start-up, open, WAL recovery, exit) is measured by
 // bench/run.sh.
 
-func benchOpen(b *testing.B) *SQLite {
+func benchOpen(b *testing.B) *Ledger {
 	b.Helper()
-	l, err := OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "ledger.db"))
+	l, err := Open(context.Background(), filepath.Join(b.TempDir(), "ledger.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -24,13 +26,13 @@ func benchOpen(b *testing.B) *SQLite {
 	return l
 }
 
-func benchOwner() Owner {
-	return Owner{Host: "bench", BootID: "boot", PIDNS: 1, PID: 4242, StartTime: 1}
+func benchOwner() ledger.Owner {
+	return ledger.Owner{Host: "bench", BootID: "boot", PIDNS: 1, PID: 4242, StartTime: 1}
 }
 
-func benchReserve(b *testing.B, l *SQLite, key string) *Reservation {
+func benchReserve(b *testing.B, l *Ledger, key string) *ledger.Reservation {
 	b.Helper()
-	r, err := l.Reserve(context.Background(), ReserveRequest{Key: key, Fingerprint: "sha256:bench",
+	r, err := l.Reserve(context.Background(), ledger.ReserveRequest{Key: key, Fingerprint: "sha256:bench",
 		Command: []string{"/bin/true"}, MaxAttempts: 3, Owner: benchOwner(), Lease: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -38,10 +40,10 @@ func benchReserve(b *testing.B, l *SQLite, key string) *Reservation {
 	return r
 }
 
-func benchFinish(b *testing.B, l *SQLite, key string, r *Reservation, out []byte) {
+func benchFinish(b *testing.B, l *Ledger, key string, r *ledger.Reservation, out []byte) {
 	b.Helper()
-	err := l.Finish(context.Background(), FinishRequest{Key: key, Token: r.Token, AttemptID: r.AttemptID,
-		Status: StatusSucceeded, ExitSource: "child", Class: ClassSuccess, Duration: time.Millisecond,
+	err := l.Finish(context.Background(), ledger.FinishRequest{Key: key, Token: r.Token, AttemptID: r.AttemptID,
+		Status: ledger.StatusSucceeded, ExitSource: "child", Class: ledger.ClassSuccess, Duration: time.Millisecond,
 		OutputStored: true, Stdout: out, Stderr: []byte{}})
 	if err != nil {
 		b.Fatal(err)
@@ -54,7 +56,7 @@ func BenchmarkOpen(b *testing.B) {
 	path := benchOpen(b).path
 	ctx := context.Background()
 	for b.Loop() {
-		l, err := OpenSQLite(ctx, path)
+		l, err := Open(ctx, path)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,7 +71,7 @@ func BenchmarkReserve(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if r := benchReserve(b, l, fmt.Sprintf("bench-reserve-%d", i)); r.Outcome != Reserved {
+		if r := benchReserve(b, l, fmt.Sprintf("bench-reserve-%d", i)); r.Outcome != ledger.Reserved {
 			b.Fatalf("outcome %v", r.Outcome)
 		}
 	}
@@ -138,7 +140,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.SetBytes(10 << 10)
 			for b.Loop() {
 				r := benchReserve(b, l, key)
-				if r.Outcome != Replay || len(r.Record.Stdout) != 10<<10 {
+				if r.Outcome != ledger.Replay || len(r.Record.Stdout) != 10<<10 {
 					b.Fatalf("outcome %v, %d bytes", r.Outcome, len(r.Record.Stdout))
 				}
 			}
@@ -147,7 +149,7 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // benchFill adds n finished records in one transaction.
-func benchFill(b *testing.B, l *SQLite, n int) {
+func benchFill(b *testing.B, l *Ledger, n int) {
 	b.Helper()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()

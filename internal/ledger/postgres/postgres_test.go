@@ -1,4 +1,4 @@
-package ledger_test
+package postgres_test
 
 import (
 	"bytes"
@@ -20,11 +20,12 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/testenv"
 )
 
-// pgAdmin connects to the test database outside any ledger.
-func pgAdmin(t testing.TB) *pgx.Conn {
+// adminConn connects to the test database outside any ledger.
+func adminConn(t testing.TB) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, ledgertest.PostgresDSN(t))
@@ -42,7 +43,7 @@ func freshSchema(t testing.TB) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := "idem_test_" + hex.EncodeToString(b)
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	t.Cleanup(func() {
 		if _, err := admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
 			t.Errorf("drop schema %s: %v", name, err)
@@ -51,9 +52,9 @@ func freshSchema(t testing.TB) string {
 	return name
 }
 
-func openPG(t testing.TB, dsn, schema string) *ledger.Postgres {
+func openLedger(t testing.TB, dsn, schema string) *postgres.Ledger {
 	t.Helper()
-	l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	l, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	if err != nil {
 		t.Fatalf("open PostgreSQL ledger in schema %s: %v", schema, err)
 	}
@@ -61,20 +62,20 @@ func openPG(t testing.TB, dsn, schema string) *ledger.Postgres {
 	return l
 }
 
-func pgOpener(t *testing.T, now func() time.Time) ledger.Ledger {
-	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
+func opener(t *testing.T, now func() time.Time) ledger.Ledger {
+	l := openLedger(t, ledgertest.PostgresDSN(t), freshSchema(t))
 	l.Now = now
 	return l
 }
 
 func TestPostgresConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
-	ledgertest.Run(t, pgOpener)
+	ledgertest.Run(t, opener)
 }
 
 func TestPostgresQueryConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
-	ledgertest.RunQuery(t, pgOpener)
+	ledgertest.RunQuery(t, opener)
 }
 
 // Hosts that start at once create the schema exactly once.
@@ -87,7 +88,7 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+			l, err := postgres.OpenSchema(context.Background(), dsn, schema)
 			if err == nil {
 				_, err = l.Reserve(context.Background(), ledger.ReserveRequest{Key: fmt.Sprintf("evt:open:%d", i),
 					Fingerprint: "fp", Command: []string{"true"}, MaxAttempts: 1, Lease: time.Minute})
@@ -103,7 +104,7 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 		}
 	}
 	var versions, records int
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	q := `SELECT (SELECT count(*) FROM %[1]s.meta), (SELECT count(*) FROM %[1]s.records)`
 	if err := admin.QueryRow(context.Background(), fmt.Sprintf(q, pgx.Identifier{schema}.Sanitize())).Scan(&versions, &records); err != nil {
 		t.Fatal(err)
@@ -115,12 +116,12 @@ func TestPostgresSchemaCreatedOnceConcurrently(t *testing.T) {
 
 func TestPostgresRefusesNewerSchema(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema).Close()
-	admin := pgAdmin(t)
+	openLedger(t, dsn, schema).Close()
+	admin := adminConn(t)
 	if _, err := admin.Exec(context.Background(), `UPDATE `+pgx.Identifier{schema, "meta"}.Sanitize()+` SET version = 99`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	_, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "newer idem (schema v99; this idem knows v1)") ||
 		!strings.Contains(se.Hint, "upgrade idem") {
@@ -134,12 +135,12 @@ func TestPostgresRefusesNewerSchema(t *testing.T) {
 
 func TestPostgresRefusesForeignSchema(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	admin := pgAdmin(t)
+	admin := adminConn(t)
 	s := pgx.Identifier{schema}.Sanitize()
 	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.invoices (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ledger.OpenPostgresSchema(context.Background(), dsn, schema)
+	_, err := postgres.OpenSchema(context.Background(), dsn, schema)
 	if err == nil || !strings.Contains(err.Error(), "not an idem ledger") {
 		t.Fatalf("open of a schema holding other tables: %v; want a refusal", err)
 	}
@@ -172,7 +173,7 @@ func TestPostgresUnreachable(t *testing.T) {
 		"postgres://idem:" + secret + "@" + addr + "/ledger?sslmode=disable",
 		"postgresql://idem@" + addr + "/ledger?sslmode=disable&password=" + secret,
 	} {
-		l, err := ledger.OpenPostgres(context.Background(), dsn)
+		l, err := postgres.Open(context.Background(), dsn)
 		if err == nil {
 			l.Close()
 			t.Fatalf("open %s succeeded with nothing listening", addr)
@@ -190,7 +191,7 @@ func TestPostgresUnreachable(t *testing.T) {
 
 func TestPostgresBadDSN(t *testing.T) {
 	const secret = "s3cret-Pa55"
-	_, err := ledger.OpenPostgres(context.Background(), "postgres://idem:"+secret+"@db.invalid:port/ledger")
+	_, err := postgres.Open(context.Background(), "postgres://idem:"+secret+"@db.invalid:port/ledger")
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "invalid PostgreSQL DSN") {
 		t.Fatalf("open with a bad port: %v; want an invalid-DSN StoreError without the password", err)
@@ -204,7 +205,7 @@ func TestPostgresWrongPassword(t *testing.T) {
 	}
 	const secret = "wrong-Pa55word"
 	u.User = url.UserPassword(u.User.Username(), secret)
-	_, err = ledger.OpenPostgres(context.Background(), u.String())
+	_, err = postgres.Open(context.Background(), u.String())
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || strings.Contains(err.Error()+se.Hint, secret) ||
 		!strings.Contains(err.Error(), u.Host) || !strings.Contains(se.Hint, "password") {
@@ -247,14 +248,14 @@ func TestPostgresPasswordSources(t *testing.T) {
 			if src.env["PGPASSWORD"] == "" {
 				os.Unsetenv("PGPASSWORD")
 			}
-			l := openPG(t, bare.String(), schema)
+			l := openLedger(t, bare.String(), schema)
 			if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, host) {
 				t.Errorf("Describe() = %q", d)
 			}
 		})
 	}
 	// And from the DSN itself, never shown.
-	l := openPG(t, u.String(), schema)
+	l := openLedger(t, u.String(), schema)
 	if d := l.Describe(); strings.Contains(d, ":"+password+"@") || !strings.Contains(d, "//"+u.User.Username()+"@"+u.Host) {
 		t.Errorf("Describe() = %q, want the DSN without its password", d)
 	}
@@ -263,8 +264,8 @@ func TestPostgresPasswordSources(t *testing.T) {
 // Without an injected clock, leases, outcomes and TTLs come from the
 // server's clock, not this host's.
 func TestPostgresServerClock(t *testing.T) {
-	l := openPG(t, ledgertest.PostgresDSN(t), freshSchema(t))
-	admin := pgAdmin(t)
+	l := openLedger(t, ledgertest.PostgresDSN(t), freshSchema(t))
+	admin := adminConn(t)
 	serverNow := func() time.Time {
 		var now time.Time
 		if err := admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
@@ -304,11 +305,11 @@ func TestPostgresServerClock(t *testing.T) {
 // go test runs the packages at once.)
 func TestPostgresConcurrentLedgersOneWinner(t *testing.T) {
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	openPG(t, dsn, schema)
+	openLedger(t, dsn, schema)
 	const n = 16
-	ledgers := make([]*ledger.Postgres, n)
+	ledgers := make([]*postgres.Ledger, n)
 	for i := range ledgers {
-		ledgers[i] = openPG(t, dsn, schema)
+		ledgers[i] = openLedger(t, dsn, schema)
 	}
 	var (
 		wg       sync.WaitGroup
@@ -362,7 +363,7 @@ func TestPostgresSessionFormats(t *testing.T) {
 	q.Set("TimeZone", "America/St_Johns")
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads + as itself
 	schema := freshSchema(t)
-	l := openPG(t, u.String(), schema)
+	l := openLedger(t, u.String(), schema)
 	ctx := context.Background()
 	out := []byte{0, 1, 2, '\\', 'x', 0xfe, 0xff, '\n'}
 	req := ledger.ReserveRequest{Key: "evt:formats", Fingerprint: "fp", Command: []string{"x"}, MaxAttempts: 1,
@@ -385,7 +386,7 @@ func TestPostgresSessionFormats(t *testing.T) {
 		t.Fatalf("replay under other session formats: %+v", rep.Record)
 	}
 	// The same record through a connection with the server's formats.
-	plain := openPG(t, ledgertest.PostgresDSN(t), schema)
+	plain := openLedger(t, ledgertest.PostgresDSN(t), schema)
 	rec, err := plain.Get(ctx, "evt:formats")
 	if err != nil || !rec.Finished.Equal(rep.Record.Finished) || !bytes.Equal(rec.Stdout, out) {
 		t.Fatalf("Get: %+v, %v", rec, err)
@@ -402,7 +403,7 @@ func TestRedactDSN(t *testing.T) {
 		{"postgres:///ops", "postgres:///ops"},
 		{"postgres://idem:S3cret@[::1/ops", "postgres://(unparsable)"},
 	} {
-		if got := ledger.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
+		if got := postgres.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package ledger
+package postgres
 
 import (
 	"context"
@@ -7,31 +7,35 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
-// pgOutcome is a record's outcome time (creation while in progress), the
+// outcomeSQL is a record's outcome time (creation while in progress), the
 // expression the records_outcome index is built on.
-const pgOutcome = `coalesce(finished, created)`
+const outcomeSQL = `coalesce(finished, created)`
 
-// pgLive is true for an in_progress record whose lease has not expired at @now.
-const pgLive = `coalesce(status = 'in_progress' AND lease_expires > @now, false)`
+// liveSQL is Record.Live in SQL, at @now and without OwnerDead (purge
+// judges by the lease alone): true for an in_progress record whose lease
+// has not expired.
+const liveSQL = `coalesce(status = 'in_progress' AND lease_expires > @now, false)`
 
-// pgFilter is the WHERE clause of List and of Purge's selector: every
+// filterSQL is the WHERE clause of List and of Purge's selector: every
 // condition is off when its argument is NULL (or false), so the statement
 // is fixed and its arguments are named.
-const pgFilter = `(@statuses::text[] IS NULL OR status = ANY(@statuses::text[]))
+const filterSQL = `(@statuses::text[] IS NULL OR status = ANY(@statuses::text[]))
 	AND (@prefix::text IS NULL OR (key >= @prefix::text AND starts_with(key, @prefix::text)))`
 
-// pgSelector adds Purge's own conditions: records reserved after the purge
+// selectorSQL adds Purge's own conditions: records reserved after the purge
 // began (by runs that started after it did) never match.
-const pgSelector = pgFilter + `
+const selectorSQL = filterSQL + `
 	AND started <= @now
 	AND (@keys::text[] IS NULL OR key = ANY(@keys::text[]))
-	AND (@before::timestamptz IS NULL OR ` + pgOutcome + ` < @before::timestamptz)
+	AND (@before::timestamptz IS NULL OR ` + outcomeSQL + ` < @before::timestamptz)
 	AND (NOT @expired::boolean OR expires <= @now)`
 
 // statusArg validates statuses; nil (no filter) when there are none.
-func statusArg(statuses []Status) (any, error) {
+func statusArg(statuses []ledger.Status) (any, error) {
 	if len(statuses) == 0 {
 		return nil, nil
 	}
@@ -53,14 +57,14 @@ func textArg(s string) any {
 }
 
 // clock returns the ledger's now: Now when set, else the server's clock.
-func (p *Postgres) clock(ctx context.Context) (time.Time, error) {
+func (p *Ledger) clock(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := p.pool.QueryRow(ctx, `SELECT `+pgNow(1), p.now()).Scan(&now)
+	err := p.pool.QueryRow(ctx, `SELECT `+nowSQL(1), p.now()).Scan(&now)
 	return now, err
 }
 
 // List implements Ledger.
-func (p *Postgres) List(ctx context.Context, f ListFilter) ([]*Record, error) {
+func (p *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Record, error) {
 	statuses, err := statusArg(f.Statuses)
 	if err != nil {
 		return nil, err
@@ -69,18 +73,18 @@ func (p *Postgres) List(ctx context.Context, f ListFilter) ([]*Record, error) {
 	if f.Limit > 0 {
 		args["limit"] = f.Limit
 	}
-	var out []*Record
+	var out []*ledger.Record
 	err = p.do(ctx, "list", func() error {
 		out = nil
-		rows, err := p.pool.Query(ctx, `SELECT `+pgRecordColumns+` FROM records
-			WHERE `+pgFilter+` AND (@since::timestamptz IS NULL OR `+pgOutcome+` >= @since::timestamptz)
-			ORDER BY `+pgOutcome+` DESC, seq DESC LIMIT @limit::bigint`, args)
+		rows, err := p.pool.Query(ctx, `SELECT `+recordColumns+` FROM records
+			WHERE `+filterSQL+` AND (@since::timestamptz IS NULL OR `+outcomeSQL+` >= @since::timestamptz)
+			ORDER BY `+outcomeSQL+` DESC, seq DESC LIMIT @limit::bigint`, args)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanPGRecord(rows)
+			r, err := scanRecord(rows)
 			if err != nil {
 				return err
 			}
@@ -91,19 +95,14 @@ func (p *Postgres) List(ctx context.Context, f ListFilter) ([]*Record, error) {
 	return out, err
 }
 
-// Purge implements Ledger. Candidates are read a page at a time in key
-// order; each page is deleted by one statement (its own short transaction)
-// that checks the selector again, so a record that changed in between is
-// judged by its new state. PostgreSQL locks rows, not the ledger: a
+// Purge implements Ledger with ledger.PurgePages: each page is deleted by
+// one statement (its own short transaction) that checks the selector
+// again. PostgreSQL locks rows, not the ledger: a
 // concurrent run waits only if it touches a record of the page being
 // deleted, and its attempts go with it (ON DELETE CASCADE).
-func (p *Postgres) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error) {
+func (p *Ledger) Purge(ctx context.Context, req ledger.PurgeRequest) (*ledger.PurgeResult, error) {
 	if req.Selector.Empty() {
-		return nil, ErrEmptySelector
-	}
-	chunk := req.Chunk
-	if chunk <= 0 {
-		chunk = DefaultPurgeChunk
+		return nil, ledger.ErrEmptySelector
 	}
 	statuses, err := statusArg(req.Statuses)
 	if err != nil {
@@ -121,53 +120,50 @@ func (p *Postgres) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, e
 	if req.OlderThan > 0 {
 		args["before"] = now.Add(-req.OlderThan)
 	}
-	res := &PurgeResult{}
-	if res.Missing, err = p.missing(ctx, req.Keys); err != nil {
-		return nil, p.wrap("purge", err)
+	return ledger.PurgePages(ctx, req, &purger{p: p, args: args, force: req.Force})
+}
+
+// purger is PostgreSQL's ledger.Pager over the selector's named arguments.
+type purger struct {
+	p     *Ledger
+	args  pgx.NamedArgs
+	force bool
+}
+
+func (u *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
+	m, err := u.p.missing(ctx, keys)
+	return m, u.p.wrap("purge", err)
+}
+
+func (u *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[string]struct{}, error) {
+	u.args["cursor"], u.args["chunk"] = cursor, n
+	keys, live, err := u.p.page(ctx, u.args)
+	return keys, live, u.p.wrap("purge", err)
+}
+
+func (u *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	r, err := getRecord(ctx, u.p.pool, key, false)
+	return r, u.p.wrap("purge", err)
+}
+
+// Delete removes a page's deletable keys in one statement.
+func (u *purger) Delete(ctx context.Context, del []string, more bool) (int, error) {
+	u.args["del"], u.args["force"] = del, u.force
+	var n int64
+	err := u.p.do(ctx, "purge", func() error {
+		t, err := u.p.pool.Exec(ctx, `DELETE FROM records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
+			AND (@force::boolean OR NOT `+liveSQL+`)`, u.args)
+		n = t.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
-	cursor := ""
-	for {
-		args["cursor"], args["chunk"] = cursor, chunk
-		keys, live, err := p.page(ctx, args)
-		if err != nil {
-			return nil, p.wrap("purge", err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		cursor = keys[len(keys)-1]
-		del := deletable(keys, live, req.Force)
-		if res.Live, err = liveRecords(res.Live, keys, live, func(k string) (*Record, error) {
-			return getPGRecord(ctx, p.pool, k, false)
-		}); err != nil {
-			return nil, p.wrap("purge", err)
-		}
-		if req.DryRun {
-			res.Keys = append(res.Keys, del...)
-			res.Removed += len(del)
-		} else if len(del) > 0 {
-			args["del"], args["force"] = del, req.Force
-			var tag int64
-			err := p.do(ctx, "purge", func() error {
-				t, err := p.pool.Exec(ctx, `DELETE FROM records WHERE key = ANY(@del::text[]) AND `+pgSelector+`
-					AND (@force::boolean OR NOT `+pgLive+`)`, args)
-				tag = t.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return res, err
-			}
-			res.Removed += int(tag)
-		}
-		if len(keys) < chunk {
-			break
-		}
-	}
-	return res, nil
+	return int(n), nil
 }
 
 // missing returns the keys that have no record, in the order given.
-func (p *Postgres) missing(ctx context.Context, keys []string) ([]string, error) {
+func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -181,21 +177,21 @@ func (p *Postgres) missing(ctx context.Context, keys []string) ([]string, error)
 
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
-func (p *Postgres) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
-	rows, err := p.pool.Query(ctx, `SELECT key, `+pgLive+` FROM records
-		WHERE key > @cursor::text AND `+pgSelector+` ORDER BY key LIMIT @chunk::bigint`, args)
+func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
+	rows, err := p.pool.Query(ctx, `SELECT key, `+liveSQL+` FROM records
+		WHERE key > @cursor::text AND `+selectorSQL+` ORDER BY key LIMIT @chunk::bigint`, args)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	return scanPage(rows)
+	return ledger.ScanPage(rows)
 }
 
 // Vacuum implements Ledger: VACUUM FULL rewrites the ledger's tables and
 // gives their free space back. It holds an exclusive lock on them while it
 // runs (runs wait for it), and needs the tables' owner (the role that
 // created the schema).
-func (p *Postgres) Vacuum(ctx context.Context) (*VacuumResult, error) {
+func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {
 		var n int64
 		err := p.pool.QueryRow(ctx,
@@ -203,7 +199,7 @@ func (p *Postgres) Vacuum(ctx context.Context) (*VacuumResult, error) {
 		return n, err
 	}
 	var (
-		r   VacuumResult
+		r   ledger.VacuumResult
 		err error
 	)
 	if r.Before, err = size(); err != nil {
@@ -216,7 +212,7 @@ func (p *Postgres) Vacuum(ctx context.Context) (*VacuumResult, error) {
 		return nil, p.wrap("compact", err)
 	}
 	if !owner {
-		return nil, &StoreError{Op: "compact", Path: p.desc, Err: errors.New("only the owner of the ledger's tables may compact them"),
+		return nil, &ledger.StoreError{Op: "compact", Path: p.desc, Err: errors.New("only the owner of the ledger's tables may compact them"),
 			Hint: "run it as the role that created the ledger's schema"}
 	}
 	if err := p.do(ctx, "compact", func() error {

@@ -1,4 +1,9 @@
-package ledger
+// Package sqlite is the single-host backend of the ledger contract: one
+// SQLite file (modernc.org/sqlite, no cgo) in WAL mode, one connection per
+// process, every write a short BEGIN IMMEDIATE transaction. Reservations
+// commit at synchronous=NORMAL and outcomes at FULL. Errors are the
+// contract's: driver errors become *ledger.StoreError with a hint.
+package sqlite
 
 import (
 	"context"
@@ -16,14 +21,24 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 //go:embed schema.sql
 var schemaV1 string
 
-// SchemaVersion is the ledger schema this idem writes (PRAGMA user_version).
+// SchemaVersion is the ledger schema this idem writes: the number of its
+// migrations.
 const SchemaVersion = 1
+
+// migrations are the schema's changes in merge order (see the ledger
+// package doc); the ledger stores where it stands in PRAGMA user_version
+// (see encodeVersions).
+var migrations = []ledger.Migration{
+	{Version: 1, Compat: 1, SQL: schemaV1},
+}
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
 const applicationID = 0x6964656d
@@ -40,10 +55,10 @@ const (
 // the WAL file is cut back to it when SQLite restarts it.
 const walTruncateAt = 256 << 10 // bytes: ~64 pages of 4 KiB
 
-var _ Ledger = (*SQLite)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
-// SQLite is the single-host ledger: one file, WAL mode, one connection.
-type SQLite struct {
+// Ledger is the single-host ledger: one file, WAL mode, one connection.
+type Ledger struct {
 	path string
 	db   *sql.DB
 	conn *sql.Conn
@@ -58,22 +73,55 @@ type SQLite struct {
 	Tightened []string
 }
 
-// OpenSQLite opens (creating when missing) the ledger at path. A missing
-// parent directory is created 0700 and a missing file 0600. A file that is
-// not an idem ledger, or one written by a newer idem, is refused untouched.
+// Open opens (creating when missing) the ledger at path to read and
+// write. A missing parent directory is created 0700 and a missing file
+// 0600. A file that is not an idem ledger, or one whose schema needs a
+// newer idem, is refused untouched; an older one is migrated. Every error
+// is a *StoreError.
+func Open(ctx context.Context, path string) (*Ledger, error) {
+	return open(ctx, path, ledger.Options{}, migrations)
+}
+
+// OpenWith opens the ledger at path as opts says: with opts.ReadOnly, an
+// existing ledger is opened for reading only (the file needs only read
+// permission; nothing is created, initialised, migrated or tightened) and
+// a missing or empty file is a *StoreError wrapping ledger.ErrNoLedger.
 // Every error is a *StoreError.
-func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+func OpenWith(ctx context.Context, path string, opts ledger.Options) (*Ledger, error) {
+	return open(ctx, path, opts, migrations)
+}
+
+// open is OpenWith for a given list of migrations (tests give it more).
+func open(ctx context.Context, path string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, &StoreError{Op: "open", Path: path, Err: err}
+		return nil, &ledger.StoreError{Op: "open", Path: path, Err: err}
 	}
-	real, err := prepareFile(abs)
+	var real string
+	if opts.ReadOnly {
+		real, err = checkFile(abs)
+	} else {
+		real, err = prepareFile(abs)
+	}
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(abs))
+	d := dsn(abs, opts.ReadOnly)
+	if opts.ReadOnly {
+		// A reader may not be able to create -wal and -shm (a directory it
+		// cannot write), and must not leave them behind as another user.
+		// Without a -wal, every commit is in the file itself, so it is
+		// read as immutable: SQLite then opens no other file. (A writer
+		// that starts meanwhile and checkpoints into the file could tear
+		// a read; the reader changes nothing, so at worst it fails.) With
+		// a -wal, SQLite reads it through the -shm as any reader does.
+		if _, err := os.Stat(real + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			d += "&immutable=1"
+		}
+	}
+	db, err := sql.Open("sqlite", d)
 	if err != nil {
-		return nil, &StoreError{Op: "open", Path: abs, Err: err}
+		return nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
 	}
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
@@ -81,10 +129,13 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &SQLite{path: abs, db: db, conn: conn, Now: time.Now}
-	if err := s.checkSchema(ctx); err != nil {
+	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now}
+	if err := s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if opts.ReadOnly {
+		return s, nil
 	}
 	// Only a file known to be an idem ledger has its modes changed.
 	if s.Tightened, err = tighten(real); err != nil {
@@ -97,7 +148,8 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 // dsn builds a file: URI for modernc: the path percent-escaped so that no
 // user text can add URI or _pragma parameters, then our fixed parameters.
 // Reservations commit with synchronous=NORMAL; Finish switches to FULL.
-func dsn(abs string) string {
+// A read-only ledger is opened with mode=ro: SQLite itself refuses writes.
+func dsn(abs string, readOnly bool) string {
 	var b strings.Builder
 	b.WriteString("file:")
 	for i := 0; i < len(abs); i++ {
@@ -111,6 +163,9 @@ func dsn(abs string) string {
 	}
 	fmt.Fprintf(&b, "?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
 		busyTimeout, walTruncateAt)
+	if readOnly {
+		b.WriteString("&mode=ro")
+	}
 	return b.String()
 }
 
@@ -123,10 +178,10 @@ func prepareFile(abs string) (real string, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", &StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 	}
 	fi, err := os.Lstat(abs)
@@ -138,38 +193,84 @@ func prepareFile(abs string) (real string, err error) {
 	}
 	switch {
 	case err == nil && fi.IsDir():
-		return "", &StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
 			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
 	case err == nil && !fi.Mode().IsRegular():
-		return "", &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
 			Hint: "point --ledger or IDEM_LEDGER at a regular file"}
 	case err == nil:
 		// SQLite would open a file it may not write read-only, and leave
 		// -wal and -shm behind: refuse it first.
 		if err := unix.Faccessat(unix.AT_FDCWD, real, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
-			return "", &StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
+			return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
 				Hint: "check the permissions of the ledger file and its directory"}
 		}
 		return real, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return abs, nil // another process created it first
 	}
 	if err != nil {
-		return "", &StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
+		return "", &ledger.StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	err = f.Chmod(0o600) // whatever the umask
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", &StoreError{Op: "create", Path: abs, Err: err}
+		return "", &ledger.StoreError{Op: "create", Path: abs, Err: err}
 	}
 	return abs, nil
 }
+
+// checkFile is prepareFile for a read-only open: it creates nothing, and
+// the file needs only read permission. A missing or empty file is no
+// ledger (ledger.ErrNoLedger).
+func checkFile(abs string) (real string, err error) {
+	fi, err := os.Lstat(abs)
+	real = abs
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		real, fi, err = followLink(abs)
+		var se *ledger.StoreError
+		if errors.As(err, &se) && errors.Is(se.Err, errMissingTarget) {
+			return "", noLedger(abs)
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", noLedger(abs)
+	case err != nil:
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+	case fi.IsDir():
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
+	case !fi.Mode().IsRegular():
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
+			Hint: "point --ledger or IDEM_LEDGER at a regular file"}
+	case fi.Size() == 0:
+		return "", noLedger(abs)
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, real, unix.R_OK, unix.AT_EACCESS); err != nil {
+		return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read it: %w", err),
+			Hint: "check the permissions of the ledger file and its directory"}
+	}
+	return real, nil
+}
+
+func noLedger(path string) error {
+	return ledger.PlanError(ledger.ErrNoLedger, path, noLedgerHint, "")
+}
+
+const noLedgerHint = "check --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
+
+// errMissingTarget is followLink's reason for a dangling link.
+var errMissingTarget = errors.New("is a symbolic link to a missing file")
 
 // followLink resolves a ledger path that is a symbolic link. SQLite follows
 // it and puts -wal and -shm beside the target, so the target must exist (a
@@ -179,18 +280,18 @@ func prepareFile(abs string) (real string, err error) {
 func followLink(abs string) (string, fs.FileInfo, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, &StoreError{Op: "open", Path: abs, Err: errors.New("is a symbolic link to a missing file"),
+		return "", nil, &ledger.StoreError{Op: "open", Path: abs, Err: errMissingTarget,
 			Hint: "point --ledger or IDEM_LEDGER at the link's target: idem creates it, private"}
 	}
 	if err != nil {
-		return "", nil, &StoreError{Op: "open", Path: abs, Err: err}
+		return "", nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return "", nil, &StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+		return "", nil, &ledger.StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	if uid, ok := owner(fi); ok && uid != os.Geteuid() {
-		return "", nil, &StoreError{Op: "open", Path: abs,
+		return "", nil, &ledger.StoreError{Op: "open", Path: abs,
 			Err:  fmt.Errorf("is a symbolic link to a file owned by another user (uid %d): %s", uid, real),
 			Hint: "point --ledger or IDEM_LEDGER at a ledger of your own"}
 	}
@@ -213,7 +314,7 @@ func tighten(path string) ([]string, error) {
 		}
 		mode := fi.Mode().Perm() & 0o700
 		if err := os.Chmod(p, mode); err != nil {
-			return done, &StoreError{Op: "tighten permissions", Path: p, Err: err}
+			return done, &ledger.StoreError{Op: "tighten permissions", Path: p, Err: err}
 		}
 		done = append(done, fmt.Sprintf("%s was mode %#o, now %#o", p, fi.Mode().Perm(), mode))
 	}
@@ -247,9 +348,10 @@ func permHint(err error) string {
 	return ""
 }
 
-// checkSchema refuses foreign and newer files before anything is written,
-// and initialises an empty file.
-func (s *SQLite) checkSchema(ctx context.Context) error {
+// checkSchema refuses foreign files, and ledgers that need a newer idem,
+// before anything is written; it initialises an empty file and migrates an
+// older ledger, unless readOnly.
+func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
 	// One statement, so one snapshot: another idem may be initialising the
 	// file right now, and separate reads could see its schema without its
 	// version and call the file foreign.
@@ -265,31 +367,61 @@ func (s *SQLite) checkSchema(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case appID == applicationID && version == SchemaVersion:
-		return nil
-	case appID == applicationID && version > SchemaVersion:
-		return &StoreError{Op: "open", Path: s.path,
-			Err:  fmt.Errorf("written by a newer idem (schema v%d; this idem knows v%d)", version, SchemaVersion),
-			Hint: "upgrade idem, or point --ledger at another file"}
+	case appID == applicationID && version > 0:
+		pending, err := ledger.PlanSchema(decodeVersions(version), migrations, readOnly)
+		if err != nil {
+			return s.schemaErr(err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		return s.migrate(ctx, "migrate", migrations)
 	case appID != 0 || version != 0:
 		return notLedger(s.path)
 	}
 	if objects > 0 {
 		return notLedger(s.path)
 	}
-	return s.initialise(ctx)
+	if readOnly {
+		return noLedger(s.path)
+	}
+	return s.initialise(ctx, migrations)
+}
+
+// decodeVersions reads PRAGMA user_version: below 1<<16 it is one number,
+// the write and compatibility version alike (every ledger whose versions
+// have not parted, v1 included); from 1<<16 on, the write version is its
+// high 16 bits and the compatibility version its low 16 bits.
+func decodeVersions(uv int64) ledger.SchemaVersions {
+	if uv < 1<<16 {
+		return ledger.SchemaVersions{Write: int(uv), Compat: int(uv)}
+	}
+	return ledger.SchemaVersions{Write: int(uv >> 16), Compat: int(uv & 0xffff)}
+}
+
+// encodeVersions is the user_version that decodeVersions reads as v.
+func encodeVersions(v ledger.SchemaVersions) int64 {
+	if v.Compat == 0 || v.Compat == v.Write {
+		return int64(v.Write)
+	}
+	return int64(v.Write)<<16 | int64(v.Compat)
+}
+
+// schemaErr puts ledger.PlanSchema's errors in a *StoreError.
+func (s *Ledger) schemaErr(err error) error {
+	return ledger.PlanError(err, s.path, noLedgerHint, "upgrade idem, or point --ledger at another file")
 }
 
 // checkSize refuses a file cut inside a page: SQLite reads the missing
 // tail of the last page as zeros and would go on, and write, on a
 // damaged file. (A cut at a page boundary it reports as corrupt itself.)
-func (s *SQLite) checkSize(pageSize int64) error {
+func (s *Ledger) checkSize(pageSize int64) error {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return storeErr("read", s.path, err)
 	}
 	if pageSize > 0 && fi.Size()%pageSize != 0 {
-		return &StoreError{Op: "open", Path: s.path,
+		return &ledger.StoreError{Op: "open", Path: s.path,
 			Err:  fmt.Errorf("the database is corrupt: %d bytes is not a whole number of %d-byte pages (truncated?)", fi.Size(), pageSize),
 			Hint: "restore the ledger from a backup, or move it aside to start a new one"}
 	}
@@ -297,11 +429,11 @@ func (s *SQLite) checkSize(pageSize int64) error {
 }
 
 func notLedger(path string) error {
-	return &StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),
+	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),
 		Hint: "point --ledger or IDEM_LEDGER at an idem ledger or a new file"}
 }
 
-func (s *SQLite) initialise(ctx context.Context) error {
+func (s *Ledger) initialise(ctx context.Context, migrations []ledger.Migration) error {
 	// Processes that open a new ledger at once all switch it to WAL. The
 	// switch upgrades a read lock to a write lock within one statement, and
 	// SQLite answers BUSY at once, without its busy timeout, while another
@@ -323,48 +455,64 @@ func (s *SQLite) initialise(ctx context.Context) error {
 		return storeErr("initialise", s.path, err)
 	}
 	if mode != "wal" {
-		return &StoreError{Op: "initialise", Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
+		return &ledger.StoreError{Op: "initialise", Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
 	}
-	return s.write(ctx, "initialise", func(tx *sql.Tx) error {
+	return s.migrate(ctx, "initialise", migrations)
+}
+
+// migrate applies the migrations the ledger lacks in one BEGIN IMMEDIATE
+// transaction, reading its version again under the write lock: another
+// process may have initialised or migrated it first. A new file also gets
+// its application_id.
+func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Migration) error {
+	var planErr error
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
 		var version int64
 		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 			return err
 		}
-		if version != 0 {
-			return nil // another process initialised it first
-		}
-		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+		stored := decodeVersions(version)
+		pending, err := ledger.PlanSchema(stored, migrations, false)
+		if err != nil {
+			planErr = err
 			return err
 		}
-		_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = %d`, applicationID, SchemaVersion))
+		if len(pending) == 0 {
+			return nil // another process got here first
+		}
+		for _, m := range pending {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("schema v%d: %w", m.Version, err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = %d`,
+			applicationID, encodeVersions(stored.After(pending))))
 		return err
 	})
+	if planErr != nil {
+		return s.schemaErr(planErr)
+	}
+	return err
 }
 
 // Describe returns the ledger's path.
-func (s *SQLite) Describe() string { return s.path }
+func (s *Ledger) Describe() string { return s.path }
 
 // Close releases the connection (SQLite checkpoints the WAL).
-func (s *SQLite) Close() error {
+func (s *Ledger) Close() error {
 	if s.conn != nil {
 		s.conn.Close()
 	}
 	return s.db.Close()
 }
 
-// CloseAtExit ends the use of l by a process that exits right after, and
-// returns Close's error. A SQLite ledger is left open: closing the last
-// connection checkpoints the WAL into the database and deletes it (two
-// fsyncs and ~1 ms), while every transaction is already committed in the
-// WAL, as durable as its synchronous level made it; exiting releases the
-// locks, and the next opener reads the WAL, which trimWAL keeps short.
-// Every other backend is closed.
-func CloseAtExit(l Ledger) error {
-	if _, ok := l.(*SQLite); ok {
-		return nil
-	}
-	return l.Close()
-}
+// CloseAtExit leaves the ledger open, for a process that exits right
+// after (see ledger.CloseAtExit): closing the last connection checkpoints
+// the WAL into the database and deletes it, two fsyncs that buy nothing,
+// as every transaction is already committed in the WAL, as durable as its
+// synchronous level made it. Exiting releases the locks, and the next
+// opener reads the WAL, which trimWAL keeps short. It returns nil.
+func (s *Ledger) CloseAtExit() error { return nil }
 
 // trimWAL checkpoints the WAL into the database and truncates it to zero
 // once it has grown past walTruncateAt; SetChild (while the command runs),
@@ -378,7 +526,7 @@ func CloseAtExit(l Ledger) error {
 // up at once when another process is reading or writing (which then shares
 // the WAL index, so SQLite's checkpoints work), and its errors are ignored:
 // every transaction is already committed, and the next run tries again.
-func (s *SQLite) trimWAL(ctx context.Context) {
+func (s *Ledger) trimWAL(ctx context.Context) {
 	fi, err := os.Stat(s.path + "-wal") // a stat opens no descriptor: the locks are safe
 	if err != nil || fi.Size() < walTruncateAt {
 		return
@@ -393,7 +541,7 @@ func (s *SQLite) trimWAL(ctx context.Context) {
 
 // write runs fn in one BEGIN IMMEDIATE transaction, retrying a bounded number
 // of times when SQLite reports BUSY beyond its own timeout.
-func (s *SQLite) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+func (s *Ledger) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	return s.writeSync(ctx, op, false, fn)
 }
 
@@ -401,7 +549,7 @@ func (s *SQLite) write(ctx context.Context, op string, fn func(*sql.Tx) error) e
 // is fsynced at the commit), else NORMAL. The level is set only when it
 // changes, so that a run's last write, its outcome, leaves it at FULL
 // rather than paying one more statement before exit to set NORMAL again.
-func (s *SQLite) writeSync(ctx context.Context, op string, full bool, fn func(*sql.Tx) error) error {
+func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*sql.Tx) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.full != full {
@@ -424,7 +572,7 @@ func (s *SQLite) writeSync(ctx context.Context, op string, full bool, fn func(*s
 	return s.wrap(op, err)
 }
 
-func (s *SQLite) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -437,10 +585,10 @@ func (s *SQLite) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // wrap turns driver errors into *StoreError and passes contract errors on.
-func (s *SQLite) wrap(op string, err error) error {
-	var mismatch *MismatchError
+func (s *Ledger) wrap(op string, err error) error {
+	var mismatch *ledger.MismatchError
 	switch {
-	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrLeaseLost), errors.As(err, &mismatch),
+	case err == nil, errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrLeaseLost), errors.As(err, &mismatch),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
@@ -448,8 +596,8 @@ func (s *SQLite) wrap(op string, err error) error {
 }
 
 func storeErr(op, path string, err error) error {
-	se := &StoreError{Op: op, Path: path, Err: err}
-	var e *sqlite.Error
+	se := &ledger.StoreError{Op: op, Path: path, Err: err}
+	var e *msqlite.Error
 	if errors.As(err, &e) {
 		switch e.Code() & 0xff {
 		case 26: // SQLITE_NOTADB
@@ -482,7 +630,7 @@ func storeErr(op, path string, err error) error {
 }
 
 func isBusy(err error) bool {
-	var e *sqlite.Error
+	var e *msqlite.Error
 	return errors.As(err, &e) && (e.Code()&0xff == 5 || e.Code()&0xff == 6)
 }
 
@@ -508,9 +656,9 @@ const recordColumns = `key, fingerprint, command, status, attempts, max_attempts
 
 type scanner interface{ Scan(...any) error }
 
-func scanRecord(row scanner, extra ...any) (*Record, error) {
+func scanRecord(row scanner, extra ...any) (*ledger.Record, error) {
 	var (
-		r                                Record
+		r                                ledger.Record
 		command                          string
 		exit, finished, dur, exp, replay sql.NullInt64
 		lease, created, started, updated int64
@@ -524,7 +672,7 @@ func scanRecord(row scanner, extra ...any) (*Record, error) {
 		&stored, &outTrunc, &errTrunc}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, ErrNotFound
+			return nil, ledger.ErrNotFound
 		}
 		return nil, err
 	}
@@ -546,7 +694,7 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*Record, error) {
+func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*ledger.Record, error) {
 	if !withOutput {
 		return scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM records WHERE key = ?`, key))
 	}
@@ -556,13 +704,13 @@ func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*Re
 // getReplayable reads key's record for Reserve, with its output only when
 // it is final (succeeded or failed): what a replay needs, in the same
 // statement, while an in-progress or retryable record's output is not read.
-func getReplayable(ctx context.Context, q querier, key string) (*Record, error) {
+func getReplayable(ctx context.Context, q querier, key string) (*ledger.Record, error) {
 	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`,
 		CASE WHEN status IN ('succeeded', 'failed') THEN stdout END,
 		CASE WHEN status IN ('succeeded', 'failed') THEN stderr END FROM records WHERE key = ?`, key))
 }
 
-func scanWithOutput(row scanner) (*Record, error) {
+func scanWithOutput(row scanner) (*ledger.Record, error) {
 	var stdout, stderr []byte
 	r, err := scanRecord(row, &stdout, &stderr)
 	if err != nil {
@@ -578,74 +726,53 @@ func nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
 	return token, err
 }
 
-func snapshot(r *Record) *Snapshot {
-	return &Snapshot{Status: r.Status, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
-		ExitCode: r.ExitCode, HasExit: r.HasExit, Finished: r.Finished, Expires: r.Expires}
-}
-
 func nullCode(code int, ok bool) sql.NullInt64 {
 	return sql.NullInt64{Int64: int64(code), Valid: ok}
 }
 
-// Reserve implements Ledger.
-func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	var res *Reservation
+// Reserve implements Ledger: it reads the record and executes what
+// ledger.Decide says, in one BEGIN IMMEDIATE transaction.
+func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
+	var res *ledger.Reservation
 	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
 		now := s.Now()
 		rec, err := getReplayable(ctx, tx, req.Key)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
-		if rec != nil && rec.Expired(now) {
-			if err := deleteKey(ctx, tx, req.Key); err != nil {
-				return err
-			}
-			rec = nil
-		}
-		if rec == nil {
-			res, err = s.create(ctx, tx, req, now)
+		d := ledger.Decide(rec, req, now)
+		if r, ok, err := d.Answer(rec); ok {
+			res = r
 			return err
 		}
-		if rec.Fingerprint != req.Fingerprint {
-			return &MismatchError{Record: rec}
-		}
-		switch rec.Status {
-		case StatusSucceeded:
-			res, err = countReplay(ctx, tx, rec, now)
-			return err
-		case StatusFailed:
-			if !req.RerunFailed {
-				res, err = countReplay(ctx, tx, rec, now)
-				return err
-			}
-			prev := snapshot(rec)
-			res, err = s.take(ctx, tx, req, now, 0, prev)
-			return err
-		case StatusRetryable:
-			if rec.Attempts >= req.MaxAttempts {
-				if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
-					req.MaxAttempts, now.UnixMilli(), req.Key); err != nil {
+		switch d.Action {
+		case ledger.ActCreate:
+			if d.Expired {
+				if err := deleteKey(ctx, tx, req.Key); err != nil {
 					return err
 				}
-				res, err = s.replay(ctx, tx, req.Key, now, nil)
+			}
+			res, err = s.create(ctx, tx, req, now)
+			return err
+		case ledger.ActReplay:
+			res, err = countReplay(ctx, tx, rec, now)
+			return err
+		case ledger.ActClose:
+			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
+				req.MaxAttempts, now.UnixMilli(), req.Key); err != nil {
 				return err
 			}
-			res, err = s.take(ctx, tx, req, now, rec.Attempts, snapshot(rec))
+			res, err = s.replay(ctx, tx, req.Key, now, nil)
 			return err
 		}
-		// in_progress
-		if now.Before(rec.LeaseExpiry) && (req.OwnerDead == nil || !req.OwnerDead(rec.Owner)) {
-			res = &Reservation{Outcome: Busy, Record: rec}
-			return nil
+		if d.Abandoned != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
+				WHERE key = ? AND ended_ms IS NULL`, now.UnixMilli(), ledger.AbandonedExitCode, ledger.ClassAbandoned, req.Key); err != nil {
+				return err
+			}
 		}
-		abandoned := rec.Owner
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
-			WHERE key = ? AND ended_ms IS NULL`, now.UnixMilli(), AbandonedExitCode, ClassAbandoned, req.Key); err != nil {
-			return err
-		}
-		if rec.Attempts >= req.MaxAttempts {
-			// The lost attempt was the last of the budget: final.
+		if d.Action == ledger.ActAbandon {
 			token, err := nextToken(ctx, tx)
 			if err != nil {
 				return err
@@ -653,25 +780,23 @@ func (s *SQLite) Reserve(ctx context.Context, req ReserveRequest) (*Reservation,
 			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
 				token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
 				expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END WHERE key = ?`,
-				AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
+				ledger.AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
 				now.Sub(rec.Started).Milliseconds(), now.UnixMilli(), req.Key); err != nil {
 				return err
 			}
-			res, err = s.replay(ctx, tx, req.Key, now, &abandoned)
+			res, err = s.replay(ctx, tx, req.Key, now, d.Abandoned)
 			return err
 		}
-		prev := snapshot(rec)
-		prev.Status, prev.ExitCode, prev.HasExit = StatusRetryable, AbandonedExitCode, true
-		res, err = s.take(ctx, tx, req, now, rec.Attempts, prev)
+		res, err = s.take(ctx, tx, req, now, d.Done, d.Prev)
 		if res != nil {
-			res.Abandoned = &abandoned
+			res.Abandoned = d.Abandoned
 		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if res.Outcome == Replay {
+	if res.Outcome == ledger.Replay {
 		s.trimWAL(ctx)
 	}
 	return res, nil
@@ -685,7 +810,7 @@ func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
 	return err
 }
 
-func (s *SQLite) create(ctx context.Context, tx *sql.Tx, req ReserveRequest, now time.Time) (*Reservation, error) {
+func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time) (*ledger.Reservation, error) {
 	token, err := nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -707,12 +832,12 @@ func (s *SQLite) create(ctx context.Context, tx *sql.Tx, req ReserveRequest, now
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{Outcome: Reserved, Token: token, Attempt: 1, AttemptID: id}, nil
+	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: 1, AttemptID: id}, nil
 }
 
 // take makes the caller the owner of an existing record whose previous
 // attempts number `done`.
-func (s *SQLite) take(ctx context.Context, tx *sql.Tx, req ReserveRequest, now time.Time, done int, prev *Snapshot) (*Reservation, error) {
+func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot) (*ledger.Reservation, error) {
 	token, err := nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -731,10 +856,10 @@ func (s *SQLite) take(ctx context.Context, tx *sql.Tx, req ReserveRequest, now t
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{Outcome: Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
+	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
 }
 
-func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int64, o Owner, now time.Time) (int64, error) {
+func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int64, o ledger.Owner, now time.Time) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO attempts (key, n, token, host, pid, started_ms) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 		key, n, token, o.Host, o.PID, now.UnixMilli()).Scan(&id)
@@ -743,7 +868,7 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int
 
 // countReplay counts one suppressed duplicate of rec, read with its output
 // in this transaction, and returns it as replayed.
-func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*Reservation, error) {
+func countReplay(ctx context.Context, tx *sql.Tx, rec *ledger.Record, now time.Time) (*ledger.Reservation, error) {
 	nowMS := now.UnixMilli()
 	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
 		nowMS, rec.Key); err != nil {
@@ -751,12 +876,12 @@ func countReplay(ctx context.Context, tx *sql.Tx, rec *Record, now time.Time) (*
 	}
 	rec.Replays++
 	rec.LastReplay = time.UnixMilli(nowMS)
-	return &Reservation{Outcome: Replay, Record: rec}, nil
+	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
 }
 
 // replay reads key's record again, with its output, after the caller made
 // it final in this transaction, and counts a replay of it.
-func (s *SQLite) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *Owner) (*Reservation, error) {
+func (s *Ledger) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
 	rec, err := getRecord(ctx, tx, key, true)
 	if err != nil {
 		return nil, err
@@ -779,7 +904,7 @@ func fenced(res sql.Result, err error) error {
 		return err
 	}
 	if n == 0 {
-		return ErrLeaseLost
+		return ledger.ErrLeaseLost
 	}
 	return nil
 }
@@ -787,7 +912,7 @@ func fenced(res sql.Result, err error) error {
 // SetChild implements Ledger. The command is running by then, so this is
 // where a run trims a WAL that has grown long: the checkpoint overlaps the
 // command instead of delaying idem's exit after the outcome.
-func (s *SQLite) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
+func (s *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
 	err := s.write(ctx, "record child", func(tx *sql.Tx) error {
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
 			pgid, int64(start), key, token))
@@ -799,7 +924,7 @@ func (s *SQLite) SetChild(ctx context.Context, key string, token int64, pgid int
 }
 
 // Renew implements Ledger.
-func (s *SQLite) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+func (s *Ledger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
 	return s.write(ctx, "renew lease", func(tx *sql.Tx) error {
 		now := s.Now()
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET lease_expires_ms = ?, updated_ms = ? WHERE key = ? AND token = ?`,
@@ -808,7 +933,7 @@ func (s *SQLite) Renew(ctx context.Context, key string, token int64, lease time.
 }
 
 // EndAttempt implements Ledger.
-func (s *SQLite) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+func (s *Ledger) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
 	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ? WHERE key = ? AND token = ?`,
@@ -822,17 +947,17 @@ func (s *SQLite) EndAttempt(ctx context.Context, key string, token, attemptID in
 }
 
 // StartAttempt implements Ledger.
-func (s *SQLite) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
+func (s *Ledger) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
 	var n int
 	var id int64
 	err := s.write(ctx, "start attempt", func(tx *sql.Tx) error {
 		now := s.Now()
-		var o Owner
+		var o ledger.Owner
 		err := tx.QueryRowContext(ctx, `UPDATE records SET attempts = attempts + 1, lease_expires_ms = ?, updated_ms = ?,
 			child_pgid = 0, child_start = 0 WHERE key = ? AND token = ? RETURNING attempts, owner_host, owner_pid`,
 			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token).Scan(&n, &o.Host, &o.PID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return ErrLeaseLost
+			return ledger.ErrLeaseLost
 		}
 		if err != nil {
 			return err
@@ -847,8 +972,8 @@ func (s *SQLite) StartAttempt(ctx context.Context, key string, token int64, leas
 // returns nil the outcome survives a power cut. When the commit itself fails
 // the state is unknown, so the record is read again: Finish returns nil only
 // if the outcome is there.
-func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
-	stdout, stderr := req.output()
+func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
+	stdout, stderr := req.Output()
 	err := s.writeSync(ctx, "record outcome", true, func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
 		var expires sql.NullInt64
@@ -870,15 +995,15 @@ func (s *SQLite) Finish(ctx context.Context, req FinishRequest) error {
 		s.trimWAL(ctx)
 		return nil
 	}
-	var se *StoreError
-	if errors.As(err, &se) && req.landed(getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)) {
+	var se *ledger.StoreError
+	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)) {
 		return nil
 	}
 	return err
 }
 
 // Release implements Ledger.
-func (s *SQLite) Release(ctx context.Context, key string, token, attemptID int64, prev *Snapshot) error {
+func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
 	return s.write(ctx, "release", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
 			return err
@@ -900,23 +1025,23 @@ func (s *SQLite) Release(ctx context.Context, key string, token, attemptID int64
 }
 
 // Get implements Ledger.
-func (s *SQLite) Get(ctx context.Context, key string) (*Record, error) {
+func (s *Ledger) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	r, err := getRecord(ctx, s.conn, key, true)
 	return r, s.wrap("read", err)
 }
 
 // History implements Ledger.
-func (s *SQLite) History(ctx context.Context, key string) ([]Attempt, error) {
+func (s *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, error) {
 	rows, err := s.conn.QueryContext(ctx, `SELECT n, token, host, pid, started_ms, ended_ms, exit_code, class, delay_ms
 		FROM attempts WHERE key = ? ORDER BY id`, key)
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []ledger.Attempt
 	for rows.Next() {
 		var (
-			a              Attempt
+			a              ledger.Attempt
 			started        int64
 			ended, code, d sql.NullInt64
 			class          sql.NullString

@@ -1,4 +1,4 @@
-package ledger
+package sqlite
 
 import (
 	"strings"
@@ -17,22 +17,26 @@ func FuzzDSN(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	suffix := dsn("/x")[len("file:/x"):]
+	// Both modes: the read-only DSN only adds a fixed parameter.
+	suffixes := map[bool]string{false: dsn("/x", false)[len("file:/x"):], true: dsn("/x", true)[len("file:/x"):]}
 	f.Fuzz(func(t *testing.T, abs string) {
-		d := dsn(abs)
-		path, ok := strings.CutPrefix(d, "file:")
-		if !ok {
-			t.Fatalf("dsn(%q) = %q: no file: scheme", abs, d)
-		}
-		path, ok = strings.CutSuffix(path, suffix)
-		if !ok {
-			t.Fatalf("dsn(%q) = %q: does not end in idem's parameters %q", abs, d, suffix)
-		}
-		if strings.ContainsAny(path, "?#&=;\x00 ") {
-			t.Fatalf("dsn(%q): the path part %q holds a character a URI parser would act on", abs, path)
-		}
-		if got := percentDecode(t, path); got != abs {
-			t.Fatalf("dsn(%q): the path part decodes to %q", abs, got)
+		for _, readOnly := range []bool{false, true} {
+			suffix := suffixes[readOnly]
+			d := dsn(abs, readOnly)
+			path, ok := strings.CutPrefix(d, "file:")
+			if !ok {
+				t.Fatalf("dsn(%q) = %q: no file: scheme", abs, d)
+			}
+			path, ok = strings.CutSuffix(path, suffix)
+			if !ok {
+				t.Fatalf("dsn(%q) = %q: does not end in idem's parameters %q", abs, d, suffix)
+			}
+			if strings.ContainsAny(path, "?#&=;\x00 ") {
+				t.Fatalf("dsn(%q): the path part %q holds a character a URI parser would act on", abs, path)
+			}
+			if got := percentDecode(t, path); got != abs {
+				t.Fatalf("dsn(%q): the path part decodes to %q", abs, got)
+			}
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package ledger_test
+package sqlite_test
 
 import (
 	"bytes"
@@ -19,11 +19,12 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
-func openSQLite(t *testing.T, path string) *ledger.SQLite {
+func openSQLite(t *testing.T, path string) *sqlite.Ledger {
 	t.Helper()
-	l, err := ledger.OpenSQLite(context.Background(), path)
+	l, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatalf("OpenSQLite(%q): %v", path, err)
 	}
@@ -184,16 +185,22 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			db.Close()
 		}, "not an idem ledger", "idem ledger", []string{"-wal", "-journal"}},
 		{"newer_idem", func(t *testing.T, path string) {
-			l, err := ledger.OpenSQLite(context.Background(), path)
+			l, err := sqlite.Open(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			reserveNew(t, l, "evt:from-the-future")
 			l.Close()
 			db := rawDB(t, path)
-			execAll(t, db, fmt.Sprintf(`PRAGMA user_version = %d`, ledger.SchemaVersion+1))
+			execAll(t, db, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
 			db.Close()
 		}, "newer idem", "upgrade idem", nil},
+		{"newer_idem_incompatible", func(t *testing.T, path string) {
+			l := openSQLite(t, path)
+			reserveNew(t, l, "evt:from-the-future")
+			l.Close()
+			setUserVersion(t, path, ledger.SchemaVersions{Write: sqlite.SchemaVersion + 2, Compat: sqlite.SchemaVersion + 1})
+		}, "newer idem (schema v3, compatible from v2; this idem knows v1)", "upgrade idem", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,8 +213,8 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range 2 {
-				l, err := ledger.OpenSQLite(context.Background(), path)
+			for _, readOnly := range []bool{false, false, true} {
+				l, err := sqlite.OpenWith(context.Background(), path, ledger.Options{ReadOnly: readOnly})
 				if err == nil {
 					l.Close()
 					t.Fatalf("OpenSQLite accepted the file")
@@ -241,7 +248,7 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 
 func TestSQLiteRefusesDirectory(t *testing.T) {
 	dir := t.TempDir()
-	_, err := ledger.OpenSQLite(context.Background(), dir)
+	_, err := sqlite.Open(context.Background(), dir)
 	var se *ledger.StoreError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "directory") || se.Hint == "" {
 		t.Fatalf("OpenSQLite(a directory) = %v, want a *StoreError about a directory, with a hint", err)
@@ -258,8 +265,8 @@ func TestSQLiteEmptyFileIsInitialised(t *testing.T) {
 	l := openSQLite(t, path)
 	reserveNew(t, l, "evt:empty-file")
 	var v int
-	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != ledger.SchemaVersion {
-		t.Errorf("user_version = %d, %v; want %d", v, err, ledger.SchemaVersion)
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion {
+		t.Errorf("user_version = %d, %v; want %d", v, err, sqlite.SchemaVersion)
 	}
 }
 
@@ -292,14 +299,14 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 			start    = make(chan struct{})
 			errs     = make([]error, n)
 			outcomes = make([]ledger.Outcome, n)
-			ledgers  = make([]*ledger.SQLite, n)
+			ledgers  = make([]*sqlite.Ledger, n)
 		)
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-start
-				l, err := ledger.OpenSQLite(context.Background(), path)
+				l, err := sqlite.Open(context.Background(), path)
 				if err != nil {
 					errs[i] = err
 					return

@@ -1,11 +1,16 @@
--- Schema version 1 of the idem ledger on PostgreSQL. It lives in a schema of
--- its own (idem); names here are unqualified because the connection's
--- search_path is that schema. Applied in one transaction by migrate(), under
--- an advisory lock, so hosts starting at once create it exactly once.
+-- Migration 1 of the PostgreSQL ledger. It lives in a schema of its own
+-- (idem); names here are unqualified because the connection's search_path
+-- is that schema. It is applied with the migrations after it in one
+-- transaction, under an advisory lock, so hosts starting at once create the
+-- schema exactly once. Later changes are migrations of their own (see the
+-- ledger package doc); this file is never edited.
 -- Times are timestamptz from the server's clock; durations are milliseconds.
 
--- The schema version this database holds. An idem that finds a version
--- newer than its own refuses the ledger without changing anything.
+-- The schema versions this database holds: version, the write version (the
+-- last migration applied), and, once a migration makes them differ, a
+-- column compat, the compatibility version (without it, compat = version).
+-- An idem refuses, without changing anything, a ledger whose compatibility
+-- version is newer than what it knows.
 CREATE TABLE meta (
     singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     version   integer NOT NULL,

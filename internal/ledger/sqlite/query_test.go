@@ -1,4 +1,4 @@
-package ledger_test
+package sqlite_test
 
 import (
 	"context"
@@ -13,10 +13,11 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // openQueryLedger opens a fresh SQLite ledger in t.TempDir.
-func openQueryLedger(t *testing.T, now func() time.Time) *ledger.SQLite {
+func openQueryLedger(t *testing.T, now func() time.Time) *sqlite.Ledger {
 	t.Helper()
 	l := openSQLite(t, filepath.Join(t.TempDir(), "ledger.db"))
 	if now != nil {

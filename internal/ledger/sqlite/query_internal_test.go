@@ -1,4 +1,4 @@
-package ledger
+package sqlite
 
 import (
 	"testing"

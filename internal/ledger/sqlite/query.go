@@ -1,13 +1,14 @@
-package ledger
+package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 // outcomeMS is a record's outcome time (creation while in progress), the
@@ -28,7 +29,7 @@ const (
 )
 
 // List implements Ledger.
-func (s *SQLite) List(ctx context.Context, f ListFilter) ([]*Record, error) {
+func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Record, error) {
 	var (
 		where []string
 		args  []any
@@ -61,7 +62,7 @@ func (s *SQLite) List(ctx context.Context, f ListFilter) ([]*Record, error) {
 		return nil, s.wrap("list", err)
 	}
 	defer rows.Close()
-	var out []*Record
+	var out []*ledger.Record
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
@@ -73,7 +74,7 @@ func (s *SQLite) List(ctx context.Context, f ListFilter) ([]*Record, error) {
 }
 
 // statusIn returns `status IN (?, ...)` for valid statuses.
-func statusIn(statuses []Status) (string, []any, error) {
+func statusIn(statuses []ledger.Status) (string, []any, error) {
 	args := make([]any, len(statuses))
 	for i, st := range statuses {
 		if !st.Valid() {
@@ -106,7 +107,7 @@ func globPrefix(p string) string {
 // selectorWhere turns sel into SQL conditions on records, evaluated at
 // nowMS. Records reserved after nowMS (by runs that started after the purge
 // did) never match.
-func selectorWhere(sel Selector, nowMS int64) (string, []any, error) {
+func selectorWhere(sel ledger.Selector, nowMS int64) (string, []any, error) {
 	where := []string{`started_ms <= ?`}
 	args := []any{nowMS}
 	if len(sel.Keys) > 0 {
@@ -135,79 +136,81 @@ func selectorWhere(sel Selector, nowMS int64) (string, []any, error) {
 	return strings.Join(where, ` AND `), args, nil
 }
 
-// liveSQL is true for an in_progress record whose lease has not expired at
-// the (single) parameter.
+// liveSQL is Record.Live in SQL, at the (single) parameter and without
+// OwnerDead (purge judges by the lease alone): true for an in_progress
+// record whose lease has not expired.
 const liveSQL = `(status = 'in_progress' AND lease_expires_ms > ?)`
 
-// Purge implements Ledger. Candidates are read a page (Chunk records) at a
-// time outside any write transaction; each page is then deleted in short
-// BEGIN IMMEDIATE transactions that check the selector again, so a record
-// that changed in between is judged by its new state. Between transactions
-// Purge lets go of the write lock for a moment, so a concurrent run waits
-// at most about one transaction (~targetHold).
-func (s *SQLite) Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error) {
+// Purge implements Ledger with ledger.PurgePages. Candidates are read a
+// page (Chunk records) at a time outside any write transaction; each page
+// is then deleted in short BEGIN IMMEDIATE transactions that check the
+// selector again. Between transactions Purge lets go of the write lock
+// for a moment, so a concurrent run waits at most about one transaction
+// (~targetHold).
+func (s *Ledger) Purge(ctx context.Context, req ledger.PurgeRequest) (*ledger.PurgeResult, error) {
 	if req.Selector.Empty() {
-		return nil, ErrEmptySelector
-	}
-	chunk := req.Chunk
-	if chunk <= 0 {
-		chunk = DefaultPurgeChunk
+		return nil, ledger.ErrEmptySelector
 	}
 	nowMS := s.Now().UnixMilli()
 	cond, condArgs, err := selectorWhere(req.Selector, nowMS)
 	if err != nil {
 		return nil, err
 	}
-	batch := min(firstBatch, chunk)
-	res := &PurgeResult{}
-	if res.Missing, err = s.missing(ctx, req.Keys); err != nil {
-		return nil, s.wrap("purge", err)
-	}
-	page := `SELECT key, ` + liveSQL + ` FROM records WHERE key > ? AND ` + cond + ` ORDER BY key LIMIT ?`
-	cursor := ""
-	for {
-		args := append(append([]any{nowMS, cursor}, condArgs...), chunk)
-		keys, live, err := s.page(ctx, page, args)
+	return ledger.PurgePages(ctx, req, &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
+		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize())})
+}
+
+// purger is SQLite's ledger.Pager: cond and condArgs are the selector's
+// SQL, batch the number of records the next delete transaction takes.
+type purger struct {
+	s        *Ledger
+	cond     string
+	condArgs []any
+	force    bool
+	nowMS    int64
+	chunk    int // the request's page size: the most a batch takes
+	batch    int
+}
+
+func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
+	m, err := p.s.missing(ctx, keys)
+	return m, p.s.wrap("purge", err)
+}
+
+func (p *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[string]struct{}, error) {
+	q := `SELECT key, ` + liveSQL + ` FROM records WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`
+	args := append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
+	keys, live, err := p.s.page(ctx, q, args)
+	return keys, live, p.s.wrap("purge", err)
+}
+
+func (p *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	r, err := getRecord(ctx, p.s.conn, key, false)
+	return r, p.s.wrap("purge", err)
+}
+
+// Delete removes keys in transactions of p.batch records, adapting the
+// batch to how long each held the write lock, and yields between them.
+func (p *purger) Delete(ctx context.Context, del []string, more bool) (int, error) {
+	removed := 0
+	for len(del) > 0 {
+		n := min(p.batch, len(del))
+		began := time.Now()
+		r, err := p.s.deleteChunk(ctx, del[:n], p.cond, p.condArgs, p.force, p.nowMS)
 		if err != nil {
-			return nil, s.wrap("purge", err)
+			return removed, err
 		}
-		if len(keys) == 0 {
-			break
-		}
-		cursor = keys[len(keys)-1]
-		del := deletable(keys, live, req.Force)
-		if res.Live, err = liveRecords(res.Live, keys, live, func(k string) (*Record, error) {
-			return getRecord(ctx, s.conn, k, false)
-		}); err != nil {
-			return nil, s.wrap("purge", err)
-		}
-		if req.DryRun {
-			res.Keys = append(res.Keys, del...)
-			res.Removed += len(del)
-			del = nil
-		}
-		for len(del) > 0 {
-			n := min(batch, len(del))
-			began := time.Now()
-			removed, err := s.deleteChunk(ctx, del[:n], cond, condArgs, req.Force, nowMS)
-			if err != nil {
-				return res, err
+		held := time.Since(began)
+		removed += r
+		del = del[n:]
+		p.batch = nextBatch(p.batch, p.chunk, held)
+		if len(del) > 0 || more {
+			if err := yield(ctx, held); err != nil {
+				return removed, err
 			}
-			held := time.Since(began)
-			res.Removed += removed
-			del = del[n:]
-			batch = nextBatch(batch, chunk, held)
-			if len(del) > 0 || len(keys) == chunk {
-				if err := yield(ctx, held); err != nil {
-					return res, err
-				}
-			}
-		}
-		if len(keys) < chunk {
-			break
 		}
 	}
-	return res, nil
+	return removed, nil
 }
 
 // nextBatch adapts the number of records per delete transaction so that
@@ -225,7 +228,7 @@ func nextBatch(batch, limit int, held time.Duration) int {
 }
 
 // missing returns the keys that have no record, in the order given.
-func (s *SQLite) missing(ctx context.Context, keys []string) ([]string, error) {
+func (s *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -252,79 +255,18 @@ func (s *SQLite) missing(ctx context.Context, keys []string) ([]string, error) {
 
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
-func (s *SQLite) page(ctx context.Context, q string, args []any) ([]string, map[string]struct{}, error) {
+func (s *Ledger) page(ctx context.Context, q string, args []any) ([]string, map[string]struct{}, error) {
 	rows, err := s.conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	return scanPage(rows)
-}
-
-// deletable is the page's keys less the live ones, unless force.
-func deletable(keys []string, live map[string]struct{}, force bool) []string {
-	if len(live) == 0 || force {
-		return keys
-	}
-	del := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := live[k]; !ok {
-			del = append(del, k)
-		}
-	}
-	return del
-}
-
-// liveRecords appends to out the records of a page's live keys, in page
-// order, read with get; a key gone meanwhile is skipped.
-func liveRecords(out []*Record, keys []string, live map[string]struct{}, get func(string) (*Record, error)) ([]*Record, error) {
-	for _, k := range keys {
-		if _, ok := live[k]; !ok {
-			continue
-		}
-		r, err := get(k)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// pageRows is what scanPage needs of *sql.Rows and pgx.Rows alike.
-type pageRows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
-
-// scanPage collects (key, live) rows of a purge page.
-func scanPage(rows pageRows) (keys []string, live map[string]struct{}, err error) {
-	for rows.Next() {
-		var (
-			k      string
-			isLive bool
-		)
-		if err := rows.Scan(&k, &isLive); err != nil {
-			return nil, nil, err
-		}
-		keys = append(keys, k)
-		if isLive {
-			if live == nil {
-				live = make(map[string]struct{})
-			}
-			live[k] = struct{}{}
-		}
-	}
-	return keys, live, rows.Err()
+	return ledger.ScanPage(rows)
 }
 
 // deleteChunk removes the records among keys that still match cond (and,
 // without force, are not live), with their attempts, in one transaction.
-func (s *SQLite) deleteChunk(ctx context.Context, keys []string, cond string, condArgs []any, force bool, nowMS int64) (int, error) {
+func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, condArgs []any, force bool, nowMS int64) (int, error) {
 	j, err := json.Marshal(keys)
 	if err != nil {
 		return 0, err
@@ -386,7 +328,7 @@ func yield(ctx context.Context, held time.Duration) error {
 
 // Vacuum implements Ledger: VACUUM, then a truncating checkpoint so the
 // WAL gives its space back too. It holds the write lock while it runs.
-func (s *SQLite) Vacuum(ctx context.Context) (*VacuumResult, error) {
+func (s *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {
 		var n int64
 		err := s.conn.QueryRowContext(ctx,
@@ -394,7 +336,7 @@ func (s *SQLite) Vacuum(ctx context.Context) (*VacuumResult, error) {
 		return n, err
 	}
 	var (
-		r   VacuumResult
+		r   ledger.VacuumResult
 		err error
 	)
 	if r.Before, err = size(); err != nil {

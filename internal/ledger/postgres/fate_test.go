@@ -1,4 +1,4 @@
-package ledger_test
+package postgres_test
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ func TestPostgresFinishFateUnknown(t *testing.T) {
 			q := u.Query()
 			q.Set("sslmode", "disable") // the proxy reads the protocol
 			u.RawQuery = q.Encode()
-			l := openPG(t, u.String(), freshSchema(t))
+			l := openLedger(t, u.String(), freshSchema(t))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -1,0 +1,25 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// OpenSchema opens a PostgreSQL ledger in a schema of the test's choosing,
+// so that each test gets a fresh, empty ledger.
+func OpenSchema(ctx context.Context, dsn, schema string) (*Ledger, error) {
+	return open(ctx, dsn, schema, ledger.Options{}, migrations)
+}
+
+// OpenSchemaWith is OpenSchema with options and a list of migrations of
+// the test's choosing.
+func OpenSchemaWith(ctx context.Context, dsn, schema string, opts ledger.Options, ms []ledger.Migration) (*Ledger, error) {
+	return open(ctx, dsn, schema, opts, ms)
+}
+
+// Migrations returns a copy of this idem's migrations.
+func Migrations() []ledger.Migration { return append([]ledger.Migration(nil), migrations...) }
+
+// RedactDSN is what Describe shows of a DSN.
+var RedactDSN = redactDSN

@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/postgres"
+)
+
+func TestPostgresReadOnlyConformance(t *testing.T) {
+	ledgertest.PostgresDSN(t)
+	ledgertest.RunReadOnly(t, func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
+		dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+		w := openLedger(t, dsn, schema)
+		w.Now = now
+		return w, func() (ledger.Ledger, error) {
+			r, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
+			if err != nil {
+				return nil, err
+			}
+			r.Now = now
+			return r, nil
+		}
+	})
+}
+
+// schemaExists reports whether the schema is there.
+func schemaExists(t *testing.T, schema string) bool {
+	t.Helper()
+	var ok bool
+	if err := adminConn(t).QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`,
+		pgx.Identifier{schema}.Sanitize()).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// metaVersions reads table meta as an admin: version, and compat or 0.
+func metaVersions(t *testing.T, schema string) (version, compat int) {
+	t.Helper()
+	err := adminConn(t).QueryRow(context.Background(), `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM `+
+		pgx.Identifier{schema, "meta"}.Sanitize()+` m`).Scan(&version, &compat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return version, compat
+}
+
+func setMeta(t *testing.T, schema string, version, compat int) {
+	t.Helper()
+	meta := pgx.Identifier{schema, "meta"}.Sanitize()
+	if _, err := adminConn(t).Exec(context.Background(), `ALTER TABLE `+meta+` ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminConn(t).Exec(context.Background(), `UPDATE `+meta+` SET version = $1, compat = $2`, version, compat); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresReadOnlyDoesNoDDL: a read-only open of a database without
+// the ledger's schema is ErrNoLedger and creates nothing.
+func TestPostgresReadOnlyDoesNoDDL(t *testing.T) {
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+	_, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
+	var se *ledger.StoreError
+	if !errors.Is(err, ledger.ErrNoLedger) || !errors.As(err, &se) {
+		t.Fatalf("read-only open without a schema: %v, want a *StoreError wrapping ErrNoLedger", err)
+	}
+	if schemaExists(t, schema) {
+		t.Fatalf("a read-only open created schema %s", schema)
+	}
+}
+
+// TestPostgresOpensLedgerWithAdditiveChanges: a ledger whose write version
+// is ahead but whose compatibility version this idem knows opens, for
+// reading and writing, and keeps its markers.
+func TestPostgresOpensLedgerWithAdditiveChanges(t *testing.T) {
+	ctx := context.Background()
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+	openLedger(t, dsn, schema).Close()
+	setMeta(t, schema, postgres.SchemaVersion+1, postgres.SchemaVersion)
+
+	r, err := postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	r.Close()
+	l := openLedger(t, dsn, schema)
+	res, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:additive-1", Fingerprint: "fp", Command: []string{"true"},
+		MaxAttempts: 1, Lease: time.Minute})
+	if err != nil || res.Outcome != ledger.Reserved {
+		t.Fatalf("Reserve: %+v, %v", res, err)
+	}
+	l.Close()
+	if v, c := metaVersions(t, schema); v != postgres.SchemaVersion+1 || c != postgres.SchemaVersion {
+		t.Errorf("meta after use: version %d compat %d, want %d and %d untouched", v, c, postgres.SchemaVersion+1, postgres.SchemaVersion)
+	}
+}
+
+// TestPostgresRefusesIncompatibleSchema: a ledger whose compatibility
+// version is ahead is refused, read-only or not, and left as it is.
+func TestPostgresRefusesIncompatibleSchema(t *testing.T) {
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+	openLedger(t, dsn, schema).Close()
+	setMeta(t, schema, postgres.SchemaVersion+2, postgres.SchemaVersion+1)
+	for _, readOnly := range []bool{false, true} {
+		_, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: readOnly}, postgres.Migrations())
+		var se *ledger.StoreError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "newer idem (schema v3, compatible from v2; this idem knows v1)") ||
+			!strings.Contains(se.Hint, "upgrade idem") {
+			t.Fatalf("read-only %v: %v (hint %q); want refused as newer", readOnly, err, hintOf(err))
+		}
+	}
+	if v, c := metaVersions(t, schema); v != 3 || c != 2 {
+		t.Errorf("meta after the refusals: version %d compat %d, want 3 and 2 untouched", v, c)
+	}
+}
+
+// TestPostgresMigratesForward: a writer applies the migrations the ledger
+// lacks, a reader does not; an additive one leaves the ledger open to the
+// idem before it, another one does not.
+func TestPostgresMigratesForward(t *testing.T) {
+	ctx := context.Background()
+	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+	openLedger(t, dsn, schema).Close()
+	additive := append(postgres.Migrations(), ledger.Migration{Version: 2, Compat: 1,
+		SQL: `ALTER TABLE records ADD COLUMN note text`})
+	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: 3, Compat: 3,
+		SQL: `CREATE TABLE extra (id integer)`})
+
+	_, err := postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{ReadOnly: true}, additive)
+	var older *ledger.OlderSchemaError
+	if !errors.As(err, &older) {
+		t.Fatalf("read-only open by a newer idem: %v, want *OlderSchemaError", err)
+	}
+	if v, c := metaVersions(t, schema); v != 1 || c != 0 {
+		t.Fatalf("a read-only open changed meta: version %d compat %d", v, c)
+	}
+
+	l, err := postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{}, additive)
+	if err != nil {
+		t.Fatalf("open with an additive migration: %v", err)
+	}
+	l.Close()
+	if v, c := metaVersions(t, schema); v != 2 || c != 1 {
+		t.Fatalf("meta after the additive migration: version %d compat %d, want 2 and 1", v, c)
+	}
+	// This idem, which knows v1 only, keeps working on it.
+	l = openLedger(t, dsn, schema)
+	if _, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:migrated-1", Fingerprint: "fp", Command: []string{"true"},
+		MaxAttempts: 1, Lease: time.Minute}); err != nil {
+		t.Fatalf("Reserve after the additive migration: %v", err)
+	}
+	l.Close()
+
+	l, err = postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{}, breaking)
+	if err != nil {
+		t.Fatalf("open with a breaking migration: %v", err)
+	}
+	l.Close()
+	if v, c := metaVersions(t, schema); v != 3 || c != 3 {
+		t.Fatalf("meta after the breaking migration: version %d compat %d, want 3 and 3", v, c)
+	}
+	if _, err := postgres.OpenSchema(ctx, dsn, schema); err == nil || !strings.Contains(err.Error(), "newer idem (schema v3; this idem knows v1)") {
+		t.Fatalf("open after a breaking migration: %v, want refused as newer", err)
+	}
+}

@@ -1,0 +1,19 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// OpenMigrations opens the ledger at path with a list of migrations of the
+// test's choosing.
+func OpenMigrations(ctx context.Context, path string, opts ledger.Options, ms []ledger.Migration) (*Ledger, error) {
+	return open(ctx, path, opts, ms)
+}
+
+// Migrations returns a copy of this idem's migrations.
+func Migrations() []ledger.Migration { return append([]ledger.Migration(nil), migrations...) }
+
+// EncodeVersions is the PRAGMA user_version that stores v.
+var EncodeVersions = encodeVersions
