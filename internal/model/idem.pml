@@ -1,0 +1,486 @@
+/*
+ * idem's lease protocol for one key, as a Promela model for spin.
+ * (The full description of the model follows in a later revision.)
+ */
+
+/* ------------------------------------------------------------------ */
+/* Bounds                                                              */
+
+#define NO   3            /* owners: idem invocations of the one key */
+#define ATT  2            /* attempts per invocation (macros below assume 2) */
+#define NE   (NO*ATT)     /* executions: one child (+ grandchild) per attempt */
+#define EX(o,a) ((o)*ATT + (a))
+
+/* Record statuses. */
+#define NONE   0
+#define INPROG 1
+#define SUCC   2
+#define FAIL   3
+#define RETRY  4
+
+/* Which protocol: today's process-group bookkeeping (each TODAY_ define
+ * re-introduces one bug into it; GROUPS alone is that bookkeeping with all
+ * three fixed), or the fixed protocol (run identity, run lock). */
+#if defined(TODAY_TAKER_FORGETS) || defined(TODAY_SETCHILD_WINDOW) || defined(TODAY_PURGE_EXPIRED)
+#define GROUPS 1
+#endif
+
+/* Where the owners run. FLEET: each owner on its own host (a shared
+ * PostgreSQL ledger). Otherwise one host (SQLite): with the fixed protocol
+ * the last owner is in a sibling PID namespace (it and the others cannot
+ * see each other's processes, but share the lock file); today's
+ * group bookkeeping is modelled in one namespace only. */
+#if defined(FLEET)
+#define NS(o) (o)
+#define SAMEHOST(o,p) ((o) == (p))
+#elif defined(GROUPS)
+#define NS(o) 0
+#define SAMEHOST(o,p) 1
+#else
+#define NS(o) ((o) == NO-1)
+#define SAMEHOST(o,p) 1
+#endif
+#define VIS(o,p) (NS(o) == NS(p))   /* o can see p's processes */
+
+/* ------------------------------------------------------------------ */
+/* The ledger's record of the key                                      */
+
+byte rstat = NONE;   /* status */
+byte rtok;           /* fencing token of the current owner */
+byte rown = NO;      /* owner holding rtok (NO: none) */
+bit  rexp;           /* its lease has expired (on the ledger's clock) */
+byte ctr;            /* the ledger-wide token counter (durable) */
+
+#ifdef GROUPS
+/* What the record says may still run: the process groups recorded by
+ * SetChild (bit EBIT(e)) and abandoned owners' idem processes (OBIT(o)). */
+short left;
+#define EBIT(e) (1 << (e))
+#define OBIT(p) (1 << (NE + (p)))
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Processes                                                            */
+
+bit ch[NE];          /* the attempt's child (direct, Pdeathsig) is alive */
+bit gc[NE];          /* its grandchild (no Pdeathsig, ignores SIGTERM) is alive */
+bit alive[NO];       /* owner's idem process is alive */
+bit kill[NO];        /* SIGKILL (or a crash) is pending for owner's idem */
+bit frozen[NO];      /* owner may be paused (SIGSTOP, VM) past its lease */
+bit hung[NO];        /* a ledger call of owner hangs (its watchdog acted) */
+bit locked[NO];      /* owner's run took the run lock */
+byte tok[NO];        /* owner's token (0: none yet) */
+
+/* Ghosts for the properties. */
+bit succeeded;       /* a success was recorded */
+
+#define RUNALIVE(p) (ch[EX(p,0)] || gc[EX(p,0)] || ch[EX(p,1)] || gc[EX(p,1)])
+
+/* The ledger owner p is known dead to o: same host and PID namespace,
+ * and its pid is gone (OwnerDead). */
+#define OWNERDEAD(p,o) (SAMEHOST(o,p) && VIS(o,p) && !alive[p])
+
+/* The run lock is free for o: no process of another run on o's host that
+ * took it is alive (it is held by idem and inherited by every process of
+ * its run; it goes when the last of them dies). */
+#define LOCKHELD(o,p) ((o) != (p) && SAMEHOST(o,p) && locked[p] && (alive[p] || RUNALIVE(p)))
+#define LOCKFREE(o) (!LOCKHELD(o,0) && !LOCKHELD(o,1) && !LOCKHELD(o,2))
+
+/* An execution that another one must not overlap. */
+#define ACTIVE(i) (ch[i] || gc[i])
+
+/* startChild: the child starts; the properties are checked here, the only
+ * step at which a new execution begins (a grandchild is forked only by a
+ * living child of the same execution). */
+inline startChild() {
+	d_step {
+		i = 0;
+		do
+		:: i < NE ->
+			/* no two executions of a key overlap */
+			assert(i == EX(o,a) || !ACTIVE(i));
+			i++
+		:: else -> break
+		od;
+		i = 0;
+		/* a recorded success is never followed by another execution */
+		assert(!succeeded);
+		ch[EX(o,a)] = 1;
+		printf("MSC: startChild: owner %d token %d attempt %d\n", o, tk, a+1)
+	}
+}
+
+/* The fenced writes: WHERE key = ? AND token = ?; no row: lease lost. */
+#define OWNS (rtok == tk)
+
+#ifndef GROUPS
+/* ---- the fixed protocol: run identity ---------------------------- */
+
+/* An older run's process that o finds by its identity (a /proc scan for
+ * the key's runs with a smaller token, or this invocation's earlier
+ * attempt), or the abandoned owner's idem named by the record. */
+#define OLDER(p) ((p) != o && VIS(o,p) && tok[p] != 0 && tok[p] < tk && RUNALIVE(p))
+#define FOUND (OLDER(0) || OLDER(1) || OLDER(2) || \
+	(a == 1 && (ch[EX(o,0)] || gc[EX(o,0)])) || \
+	(ab != NO && VIS(o,ab) && alive[ab]))
+
+/* stopRun, the SIGTERM: reaches every process found; the child exits,
+ * the grandchild ignores it. */
+inline termFound() {
+	d_step {
+		i = 0;
+		do
+		:: i < NO ->
+			if
+			:: i != o && VIS(o,i) && tok[i] != 0 && tok[i] < tk ->
+				ch[EX(i,0)] = 0; ch[EX(i,1)] = 0
+			:: else
+			fi;
+			i++
+		:: else -> break
+		od;
+		i = 0;
+		if
+		:: a == 1 -> ch[EX(o,0)] = 0
+		:: else
+		fi
+	}
+}
+
+/* stopRun, the SIGKILL after the kill grace: everything found is gone
+ * (the abandoned owner's idem dies at its next step). */
+inline killFound() {
+	d_step {
+		i = 0;
+		do
+		:: i < NO ->
+			if
+			:: i != o && VIS(o,i) && tok[i] != 0 && tok[i] < tk ->
+				ch[EX(i,0)] = 0; ch[EX(i,1)] = 0;
+				gc[EX(i,0)] = 0; gc[EX(i,1)] = 0
+			:: else
+			fi;
+			i++
+		:: else -> break
+		od;
+		i = 0;
+		if
+		:: a == 1 -> ch[EX(o,0)] = 0; gc[EX(o,0)] = 0
+		:: else
+		fi;
+		if
+		:: ab != NO && VIS(o,ab) && alive[ab] -> kill[ab] = 1;
+			printf("MSC: stopRun: owner %d kills abandoned idem %d\n", o, ab)
+		:: else
+		fi
+	}
+}
+
+/* abort / the watchdog: stop this run's own processes (found by identity)
+ * and have them dead. */
+inline stopOwn() {
+	d_step {
+		ch[EX(o,0)] = 0; gc[EX(o,0)] = 0;
+		ch[EX(o,1)] = 0; gc[EX(o,1)] = 0
+	}
+}
+
+#else
+/* ---- today's group bookkeeping ------------------------------------ */
+
+#define EALIVE(s,e) (((s) & EBIT(e)) && (ch[e] || gc[e]))
+#define OALIVE(s,p) (((s) & OBIT(p)) && alive[p])
+#define SALIVE(s) (EALIVE(s,0) || EALIVE(s,1) || EALIVE(s,2) || EALIVE(s,3) || \
+	EALIVE(s,4) || EALIVE(s,5) || OALIVE(s,0) || OALIVE(s,1) || OALIVE(s,2))
+
+/* stopGroup's SIGTERM to every group (and abandoned idem) in s. */
+inline termGroups(s) {
+	d_step {
+		i = 0;
+		do
+		:: i < NE -> if :: (s) & EBIT(i) -> ch[i] = 0 :: else fi; i++
+		:: else -> break
+		od;
+		i = 0
+	}
+}
+
+/* stopGroup's SIGKILL after the grace. */
+inline killGroups(s) {
+	d_step {
+		i = 0;
+		do
+		:: i < NE -> if :: (s) & EBIT(i) -> ch[i] = 0; gc[i] = 0 :: else fi; i++
+		:: else -> break
+		od;
+		i = 0;
+		do
+		:: i < NO -> if :: ((s) & OBIT(i)) && alive[i] -> kill[i] = 1 :: else fi; i++
+		:: else -> break
+		od;
+		i = 0
+	}
+}
+
+inline stopOwn() {
+	d_step { ch[EX(o,a)] = 0; gc[EX(o,a)] = 0 }
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+/* An idem invocation                                                   */
+
+proctype Owner(byte o) {
+	byte tk;             /* my token */
+	byte a;              /* attempt 0..ATT-1 */
+	byte ab = NO;        /* the abandoned owner, on a takeover */
+	byte i;
+	bit took;            /* the record existed (Release restores it) */
+#ifdef GROUPS
+	short mine;          /* what the taker holds only in memory */
+#endif
+
+	{
+		/* Reserve: one transaction. */
+		atomic {
+			if
+			:: rstat == NONE ->
+				ctr++; tk = ctr; took = 0;
+#ifdef GROUPS
+				left = 0;
+#endif
+			:: rstat == RETRY ->
+				ctr++; tk = ctr; took = 1
+			:: rstat == INPROG && (rexp || OWNERDEAD(rown, o)) ->
+				/* takeover: the old owner is Abandoned */
+				ab = rown; ctr++; tk = ctr; took = 1;
+				printf("MSC: Reserve: owner %d takes over from owner %d\n", o, ab);
+#ifdef GROUPS
+#ifdef TODAY_TAKER_FORGETS
+				/* child_pgid = 0: what may still run is only in my memory */
+				mine = left | OBIT(ab); left = 0;
+#else
+				left = left | OBIT(ab);
+#endif
+#endif
+			:: else -> goto done    /* replay (final) or busy (live owner) */
+			fi;
+			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0;
+			printf("MSC: Reserve: owner %d gets token %d\n", o, tk)
+		}
+
+attempt:
+#ifndef GROUPS
+		/* stopRun: signal every process of an older run found by its
+		 * identity, SIGKILL after the kill grace, re-scan until none. */
+		do
+		:: FOUND -> termFound(); /* the kill grace */ killFound()
+		:: else -> break
+		od;
+		if
+		:: a == 0 ->
+			/* the run lock: taken before anything starts; held by a
+			 * process of an older run that the scan cannot see: busy */
+			atomic {
+				if
+				:: LOCKFREE(o) -> locked[o] = 1
+				:: else -> printf("MSC: run lock held: owner %d busy\n", o); goto busy
+				fi
+			}
+		:: else
+		fi;
+		/* Renew (first attempt) / StartAttempt (next ones): a fenced
+		 * write, with the lock held, just before the child starts */
+		atomic {
+			if
+			:: OWNS -> rexp = 0
+			:: else -> goto done
+			fi
+		}
+		startChild();
+#else
+		/* stopGroup: everything the record (or my memory) says may run */
+		do
+		:: atomic { SALIVE(left | mine) -> termGroups(left | mine) };
+			/* the kill grace */
+			killGroups(left | mine)
+		:: else ->
+			/* all gone: forget them (fenced) */
+			atomic {
+				if
+				:: OWNS -> left = 0; mine = 0
+				:: else -> goto lost
+				fi
+			};
+			break
+		od;
+#ifdef TODAY_SETCHILD_WINDOW
+		startChild();
+		/* SetChild: a later write */
+		atomic {
+			if
+			:: OWNS -> left = left | EBIT(EX(o,a));
+				printf("MSC: SetChild: owner %d token %d\n", o, tk)
+			:: else -> goto lost
+			fi
+		}
+#else
+		/* SetChild as part of the start (the group is recorded before
+		 * the command runs) */
+		atomic {
+			if
+			:: OWNS -> left = left | EBIT(EX(o,a))
+			:: else -> goto done
+			fi;
+			startChild()
+		}
+#endif
+#endif
+
+		/* The attempt runs: wait for the child, renewing the lease. */
+		do
+		:: ch[EX(o,a)] == 0 -> break
+		:: atomic { OWNS && rexp -> rexp = 0 }      /* Renew */
+		:: !OWNS -> goto lost                        /* Renew: no row */
+		:: hung[o] == 0 ->
+			/* a ledger call hangs: the watchdog */
+#ifdef NO_WATCHDOG
+			hung[o] = 1;
+end_hung:		false
+#else
+			stopOwn();
+			hung[o] = 1;
+			goto done
+#endif
+		od;
+
+		/* The child exited: record the outcome. */
+		if
+		:: a < ATT-1 ->
+			/* transient: EndAttempt (fenced), back off, next attempt */
+			atomic {
+				if
+				:: OWNS
+				:: else -> goto lost
+				fi
+			};
+			a++;
+			goto attempt
+		:: true ->
+			/* Finish (fenced): succeeded or failed */
+			atomic {
+				if
+				:: OWNS -> if
+					:: rstat = SUCC; succeeded = 1;
+						printf("MSC: Finish: owner %d token %d succeeded\n", o, tk)
+					:: rstat = FAIL;
+						printf("MSC: Finish: owner %d token %d failed\n", o, tk)
+					fi;
+					rexp = 0
+				:: else -> goto lost
+				fi
+			}
+		fi;
+		goto done;
+
+#ifndef GROUPS
+busy:
+		/* Release (fenced): the record as it was, under a fresh token */
+		atomic {
+			if
+			:: OWNS ->
+				ctr++; rtok = ctr; rown = NO; rexp = 0;
+				if
+				:: took -> rstat = RETRY
+				:: else -> rstat = NONE
+				fi
+			:: else
+			fi
+		};
+		goto done;
+#endif
+
+lost:
+		/* a fenced write matched no row: stop the child, write nothing */
+		stopOwn();
+done:
+		skip
+	} unless { kill[o] -> printf("MSC: owner %d's idem killed\n", o) };
+
+	/* idem is gone (exited, or killed): its direct children die with it
+	 * (Pdeathsig); grandchildren live on. */
+	d_step {
+		alive[o] = 0;
+		ch[EX(o,0)] = 0; ch[EX(o,1)] = 0;
+		tk = 0; a = 0; ab = 0; i = 0; took = 0
+#ifdef GROUPS
+		; mine = 0
+#endif
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The environment                                                      */
+
+/* Crashes: any idem may be SIGKILLed (or crash) at any step. */
+active proctype Chaos() {
+end:	do
+	:: d_step { alive[0] && !kill[0] -> kill[0] = 1 }
+	:: d_step { alive[1] && !kill[1] -> kill[1] = 1 }
+	:: d_step { alive[2] && !kill[2] -> kill[2] = 1 }
+	od
+}
+
+/* The command's processes: a child may fork a grandchild, and may exit;
+ * a grandchild runs until it is killed (the worst case). */
+#define PROC(e) \
+	:: d_step { ch[e] && !gc[e] -> gc[e] = 1; \
+		printf("MSC: execution %d forks a grandchild\n", e) } \
+	:: d_step { ch[e] -> ch[e] = 0 }
+
+active proctype Procs() {
+end:	do
+	PROC(0) PROC(1) PROC(2) PROC(3) PROC(4) PROC(5)
+	od
+}
+
+/* The ledger's clock: a lease expires only when its owner cannot renew
+ * it: idem is dead, paused, or its watchdog gave up (after stopping its
+ * child). A live owner renews in time. */
+active proctype Clock() {
+end:	do
+	:: d_step { rstat == INPROG && !rexp &&
+		(!alive[rown] || frozen[rown] || hung[rown]) -> rexp = 1;
+		printf("MSC: lease of token %d expires\n", rtok) }
+	od
+}
+
+/* An operator's `idem purge KEY` (no --force). Final records, which an
+ * operator may purge to run a key again, are out of scope. */
+active proctype Purge() {
+#ifdef TODAY_PURGE_EXPIRED
+	/* today: an in_progress record whose lease expired is removed */
+end:	atomic { rstat == INPROG && rexp ->
+		printf("MSC: Purge removes in_progress token %d\n", rtok);
+		rstat = NONE; rtok = 0; rown = NO; rexp = 0; left = 0 }
+#else
+	/* fixed: an in_progress record is never removed without --force */
+	skip
+#endif
+}
+
+init {
+	atomic {
+		alive[0] = 1; alive[1] = 1; alive[2] = 1;
+#ifdef FLEET
+		if :: frozen[0] = 1 :: skip fi;
+		if :: frozen[1] = 1 :: skip fi;
+		if :: frozen[2] = 1 :: skip fi;
+#else
+		/* one host: any owner may be paused (its lease may expire at
+		 * any time); the most adversarial choice covers the others */
+		frozen[0] = 1; frozen[1] = 1; frozen[2] = 1;
+#endif
+		run Owner(0); run Owner(1); run Owner(2)
+	}
+}
