@@ -1,6 +1,225 @@
 /*
  * idem's lease protocol for one key, as a Promela model for spin.
- * (The full description of the model follows in a later revision.)
+ *
+ * Run it (model_test.go does this for every variant below):
+ *
+ *     spin -a [-DVARIANT ...] idem.pml
+ *     gcc -O2 -DSAFETY -DCOLLAPSE -DVECTORSZ=1024 -DMEMLIM=2048 -o pan pan.c
+ *     ./pan -m10000 -w24          # look for "errors: 0"
+ *     spin -t [-DVARIANT ...] idem.pml | grep MSC   # a counterexample's story
+ *
+ * ======================================================================
+ * THE FIXED PROTOCOL (the default; what the runner is to implement)
+ * ======================================================================
+ *
+ * A run is one attempt of one invocation: (ledger id, key, token,
+ * attempt). Every process of a run -- the child and all its descendants,
+ * also those that setsid away -- carries that identity in its environment
+ * and inherits an open file description that holds the key's run lock.
+ *
+ *  1. Reserve (one transaction): create the record (token from the
+ *     ledger-wide counter, which is durable and never goes back), replay
+ *     a final one, answer busy for a live in_progress owner, or take over
+ *     an in_progress record whose lease expired or whose owner is dead on
+ *     this host (OwnerDead; same boot id and PID namespace): a fresh token,
+ *     the old owner returned as Abandoned. A retryable record is taken the
+ *     same way. Nothing about the old run's processes needs to be kept in
+ *     the record.
+ *  2. stopRun, on a takeover, on a retryable record, and before every next
+ *     attempt of an invocation: find every process of an older run of the
+ *     key (findRunProcesses: a /proc scan for the key's identity with a
+ *     smaller token, or this invocation's earlier attempt) and the
+ *     Abandoned idem itself (pid and start time from the record, same
+ *     host and namespace); SIGTERM them, SIGKILL after --kill-grace
+ *     (signals to idem meanwhile never cut the grace short); scan again
+ *     until nothing older is found. While it waits it keeps its own lease.
+ *     A taker that dies here forgets nothing: the next taker scans again.
+ *  3. Run lock, before the first attempt: take the key's lock (an OFD
+ *     lock in a lock file beside the ledger) without waiting. The lock must
+ *     conflict with the lock of EVERY other run of the key on this host,
+ *     not only the Abandoned one's (e.g. a byte per key, taken
+ *     exclusively). Testing only the abandoned token's byte misses an
+ *     older run that is not the abandoned one: after a busy taker
+ *     released the record, the next run takes a retryable record with no
+ *     Abandoned owner and overlaps the sibling namespace's run (variant
+ *     LOCK_ABANDONED_ONLY). Held by a process the scan cannot
+ *     see (a sibling PID namespace, or the stale idem of a chain of
+ *     takeovers): do not run; report busy and Release the reservation
+ *     (the record as it was, under a fresh token).
+ *  4. Claim, with the lock held, just before the child starts: a fenced
+ *     write (Renew on the first attempt, StartAttempt on the next ones).
+ *     No row: lease lost, start nothing. (Without it, an owner paused
+ *     between Reserve and startChild starts its child after another run
+ *     recorded a success: variant NO_CLAIM.)
+ *  5. startChild: the child starts in its own group with the run's
+ *     identity in its environment and the lock's descriptor inherited; its
+ *     group may be recorded later (SetChild) for operators, but nothing
+ *     depends on that write any more.
+ *  6. While it runs: Renew (fenced) keeps the lease; no row: abort (stop
+ *     the run, have it dead), write nothing, exit 75. The lease watchdog:
+ *     when a ledger call does not return, the runner stops its own run
+ *     (TERM, KILL after the grace) and has it dead before its lease can
+ *     expire on the ledger's clock, then exits 74; every ledger call has a
+ *     deadline that fits inside the lease.
+ *  7. The child exits: EndAttempt (fenced) and the next attempt (back to
+ *     2: its stopRun finds this attempt's leftovers), or Finish (fenced,
+ *     durable) succeeded / failed. Grandchildren may outlive the
+ *     invocation: they keep the lock, so a later run of the key sees them.
+ *  8. Purge without --force never removes an in_progress record, expired
+ *     or not (its processes may still run).
+ *  9. Fencing: every owner write is WHERE key = ? AND token = ?. Across
+ *     hosts a frozen owner (SIGSTOP, a paused VM) cannot stop its child,
+ *     so there only fencing downstream keeps it harmless: the downstream
+ *     system keeps the highest token seen and refuses lower ones
+ *     (UPDATE ... WHERE last_token <= $IDEM_TOKEN). Tokens never repeat:
+ *     the counter is durable (a high-water mark), even when a reservation
+ *     is not.
+ *
+ * ======================================================================
+ * THE MODEL
+ * ======================================================================
+ *
+ * One key; NO = 3 invocations (Owner 0..2), each with up to ATT = 2
+ * attempts; tokens are bounded by the invocations (at most 6 are drawn:
+ * one Reserve and one Release each).
+ *
+ * State: the record (status, token, owner, lease expired or not), the
+ * token counter; per execution (owner, attempt): its child (dies with
+ * idem: Pdeathsig) and one grandchild (no Pdeathsig, ignores SIGTERM, runs
+ * until SIGKILLed: the worst case); per owner: idem alive, a SIGKILL
+ * pending, may be paused, ledger call hung, took the run lock, its token.
+ *
+ * Processes: Owner (the runner, steps named after the functions), Chaos
+ * (SIGKILL or crash of any idem at any step: an `unless` escape from the
+ * owner's body; its direct child dies, grandchildren stay), Procs (a child
+ * forks a grandchild, or exits), Clock (lease expiry), Purge (`idem purge
+ * KEY`, no --force), and with FLEET Downstream and PowerCut.
+ *
+ * Time and leases: there is no clock value. A lease may expire only when
+ * its owner cannot renew it: its idem is dead, it may be paused
+ * (SIGSTOP, a paused VM, starved: then at any moment), or its watchdog
+ * has acted (after stopping its run). A live owner renews in time. A
+ * paused owner simply takes no step meanwhile (interleaving gives it
+ * every delay); on one host every owner may be paused, in FLEET each owner
+ * is chosen pausable or not. Kill grace: SIGTERM and SIGKILL are two
+ * steps, and anything (crash, pause, expiry, other owners) may happen
+ * between them.
+ *
+ * Hosts and namespaces. One host (default): owners 0 and 1 share a PID
+ * namespace, owner 2 is in a sibling one: it and they cannot see each
+ * other's processes (no OwnerDead, no scan), but share the lock file.
+ * FLEET (a shared PostgreSQL ledger): two owners, each on its own host:
+ * no scan, OwnerDead or lock across hosts; only expiry frees a record.
+ *
+ * ======================================================================
+ * PROPERTIES (assertions; the hidden names appear in a failure's text)
+ * ======================================================================
+ *
+ *  no_overlap            no two executions of a key overlap: when a child
+ *                        starts, no process of another execution is alive
+ *                        (the only step where an execution begins).
+ *  no_run_after_success  a recorded success is never followed by another
+ *                        execution: no child starts once a success is
+ *                        recorded.
+ *  fencing (FLEET)       a downstream write from a stale run is never
+ *                        accepted after a newer run's write: every
+ *                        accepted write comes from a run reserved no
+ *                        earlier than the last accepted one.
+ *
+ * In FLEET, overlaps and late starts involving a frozen owner, an owner
+ * whose reservation a power cut lost, or a killed owner's grandchildren
+ * are excused (no other host can stop them): there fencing is the
+ * guarantee. On one host fencing follows from no_overlap and the claim
+ * (runs execute in token order) and is not checked separately.
+ *
+ * ======================================================================
+ * VARIANTS (preprocessor defines)
+ * ======================================================================
+ *
+ * (none)                   fixed protocol, one host: must verify
+ * FLEET                    fixed protocol, two hosts: must verify
+ * GROUPS                   today's group bookkeeping (the record lists the
+ *                          process groups and abandoned idems that may
+ *                          still run; all owners in one namespace) with
+ *                          violations 1-3 closed: verifies, so each TODAY_
+ *                          variant fails through its own bug only
+ * TODAY_TAKER_FORGETS      violation 1: Reserve sets child_pgid = 0 on a
+ *                          takeover; what may still run is only in the
+ *                          taker's memory, lost when it dies or is paused
+ * TODAY_SETCHILD_WINDOW    violation 2: the group is recorded (SetChild)
+ *                          after the child started
+ * TODAY_PURGE_EXPIRED      violation 3: purge without --force removes an
+ *                          in_progress record whose lease expired
+ * NO_RUN_LOCK              fixed protocol without the lock: a sibling
+ *                          namespace's run is overlapped
+ * LOCK_ABANDONED_ONLY      fixed protocol with a lock byte per token, the
+ *                          taker testing only the abandoned one's: overlap
+ * NO_CLAIM                 fixed protocol without the fenced write before
+ *                          startChild: a run after a recorded success
+ * FLEET NO_WATCHDOG        a hung ledger call lets the lease expire while
+ *                          the child runs: overlap across hosts
+ * FLEET TODAY_TOKEN_NOT_DURABLE  a power cut takes the counter back with
+ *                          a lost reservation: a token is handed out
+ *                          twice and the stale run's write is accepted
+ *
+ * ======================================================================
+ * SEARCH AND BOUNDS
+ * ======================================================================
+ *
+ * Exhaustive search (no bitstate, no -DBITSTATE), safety only (-DSAFETY:
+ * assertions and invalid end states), partial-order reduction, state
+ * compression (-DCOLLAPSE), hash table 2^24 (-w24), depth bound 10000
+ * (-m10000; the deepest path is about 140 steps, so the bound never cuts
+ * the search: the test fails if pan says "max search depth too small").
+ * Measured on the CI machine (2 shared cores), pan alone, spin 6.5.2:
+ *
+ *   variant                      result     states    memory    time
+ *   (none)                       errors: 0  1953731   227 MB    3.5 s
+ *   FLEET                        errors: 0  2550669   254 MB    6.5 s
+ *   GROUPS                       errors: 0   616053   161 MB    2.1 s
+ *   TODAY_TAKER_FORGETS          errors: 1    74120   133 MB    0.1 s
+ *   TODAY_SETCHILD_WINDOW        errors: 1     7905   129 MB    0.0 s
+ *   TODAY_PURGE_EXPIRED          errors: 1     8542   129 MB    0.0 s
+ *   NO_RUN_LOCK                  errors: 1   234378   141 MB    0.3 s
+ *   LOCK_ABANDONED_ONLY          errors: 1   100855   134 MB    0.1 s
+ *   NO_CLAIM                     errors: 1   434979   150 MB    0.7 s
+ *   FLEET NO_WATCHDOG            errors: 1  4129039   331 MB    8.2 s
+ *   FLEET TODAY_TOKEN_NOT_DURABLE errors: 1   29184   131 MB    0.0 s
+ *
+ * (A counterexample variant stops at its first error; its states are
+ * those searched until then. Memory is mostly the 128 MB hash table.)
+ *
+ * ======================================================================
+ * ABSTRACTED AWAY / LEFT OUT
+ * ======================================================================
+ *
+ * - Real time: durations, backoff delays, --timeout, --deadline, the kill
+ *   grace's length; only the order of events matters (see Time above).
+ * - The ledger is one atomic record: SQLite's BEGIN IMMEDIATE and
+ *   PostgreSQL's single-statement claims are taken to be atomic;
+ *   I/O errors and retries of a write are not modelled, only a call that
+ *   hangs (the watchdog) and a fenced write that finds no row.
+ * - Exit codes and classification: the outcome of an attempt is a free
+ *   choice (succeeded, failed, or transient with an attempt left); the
+ *   budget, --rerun-failed, TTL expiry of final records and the purge of
+ *   final records (an operator's reset, after which a run is expected)
+ *   are left out; purge --force is left out.
+ * - Signals to idem (SIGINT/SIGTERM forwarding, --wait polling): the only
+ *   signal that ends an idem is SIGKILL / a crash (Chaos), and the
+ *   abandoned idem's SIGKILL by a taker; a retryable record arises only
+ *   from Release.
+ * - The /proc scan and the lock are exact: a process of a run is found
+ *   (same namespace) and holds the lock until it dies. A process that
+ *   clears its environment AND closes its inherited descriptors escapes
+ *   both; pid reuse is out of scope (the scan matches the identity, and
+ *   OwnerDead the start time).
+ * - One grandchild per execution, which never exits on its own (exiting
+ *   only removes overlaps); the child exits, or dies by SIGTERM.
+ * - One host: every owner may be paused; the watchdog cannot matter
+ *   there (the lock and scan already cover a hung owner). FLEET: two
+ *   owners only (three owners with every pausable choice and downstream
+ *   writes did not finish within 10 minutes); power cut of the ledger's
+ *   server once, losing the reservations since the last Finish.
  */
 
 /* ------------------------------------------------------------------ */
@@ -111,8 +330,11 @@ byte dctr;
  * took it is alive (it is held by idem and inherited by every process of
  * its run; it goes when the last of them dies). */
 #define LOCKHELD(o,p) ((o) != (p) && SAMEHOST(o,p) && locked[p] && (alive[p] || RUNALIVE(p)))
-#ifdef NO_RUN_LOCK
+#if defined(NO_RUN_LOCK)
 #define LOCKFREE(o) 1
+#elif defined(LOCK_ABANDONED_ONLY)
+/* a lock byte per token, and the taker tests only the abandoned one's */
+#define LOCKFREE(o) (ab == NO || !LOCKHELD(o,ab))
 #else
 #define LOCKFREE(o) (!LOCKHELD(o,0) && !LOCKHELD(o,1) && !LOCKHELD(o,2))
 #endif
@@ -379,14 +601,22 @@ attempt:
 		:: atomic { OWNS && rexp -> rexp = 0 }      /* Renew */
 		:: !OWNS -> goto lost                        /* Renew: no row */
 		:: hung[o] == 0 ->
-			/* a ledger call hangs: the watchdog */
-			printf("MSC: owner %d: a ledger call hangs\n", o);
+			/* a ledger call hangs (a hung network, a frozen server, a
+			 * held lock): the watchdog stops the run and has it dead
+			 * (SIGTERM, SIGKILL after the kill grace) before the lease
+			 * can expire; only then may it expire (Clock) */
 #ifdef NO_WATCHDOG
-			hung[o] = 1;
+			atomic {
+				printf("MSC: owner %d: a ledger call hangs (no watchdog)\n", o);
+				hung[o] = 1
+			};
 end_hung:		false
 #else
-			stopOwn();
-			hung[o] = 1;
+			atomic {
+				printf("MSC: owner %d: a ledger call hangs; the watchdog stops the run\n", o);
+				stopOwn();
+				hung[o] = 1
+			};
 			goto done
 #endif
 		od;
@@ -442,8 +672,10 @@ busy:
 
 lost:
 		/* a fenced write matched no row: stop the child, write nothing */
-		printf("MSC: owner %d: lease lost\n", o);
-		stopOwn();
+		atomic {
+			printf("MSC: owner %d: lease lost\n", o);
+			stopOwn()
+		};
 done:
 		skip
 	} unless { kill[o] -> printf("MSC: owner %d's idem killed\n", o) };

@@ -35,6 +35,7 @@ var variants = []variant{
 	{name: "today/setchild-window", defines: []string{"TODAY_SETCHILD_WINDOW"}, property: "no_overlap"},
 	{name: "today/purge-expired", defines: []string{"TODAY_PURGE_EXPIRED"}, property: "no_overlap"},
 	{name: "fixed-without/run-lock", defines: []string{"NO_RUN_LOCK"}, property: "no_overlap"},
+	{name: "fixed-without/lock-of-every-run", defines: []string{"LOCK_ABANDONED_ONLY"}, property: "no_overlap"},
 	{name: "fixed-without/claim", defines: []string{"NO_CLAIM"}, property: "no_run_after_success"},
 	{name: "fleet-without/watchdog", defines: []string{"FLEET", "NO_WATCHDOG"}, property: "no_overlap"},
 	{name: "fleet-without/durable-token", defines: []string{"FLEET", "TODAY_TOKEN_NOT_DURABLE"}, property: "fencing"},
