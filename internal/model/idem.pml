@@ -161,6 +161,11 @@
  * FLEET TODAY_TOKEN_NOT_DURABLE  a power cut takes the counter back with
  *                          a lost reservation: a token is handed out
  *                          twice and the stale run's write is accepted
+ * REACH, FLEET REACH       guards against a vacuous model: the fixed
+ *                          protocol must reach a takeover that SIGKILLs an
+ *                          older run's TERM-ignoring grandchild and then
+ *                          runs (one host), and a stale run's downstream
+ *                          write that is refused (FLEET); these "fail"
  *
  * ======================================================================
  * SEARCH AND BOUNDS
@@ -298,6 +303,7 @@ bit succeeded;       /* a success was recorded */
 hidden byte no_overlap;
 hidden byte no_run_after_success;
 hidden byte fencing;
+hidden byte reachable;   /* REACH: the scenario the assertion names happens */
 
 #ifdef FLEET
 /* Cross-host, nothing stops the processes of a frozen owner, of an owner
@@ -358,6 +364,11 @@ inline startChild() {
 		i = 0;
 		/* a recorded success is never followed by another execution */
 		assert(no_run_after_success || !succeeded || EXCUSED(EX(o,a)));
+#if defined(REACH) && !defined(FLEET)
+		/* reachable: a taker SIGKILLed an older run's grandchild that
+		 * ignored SIGTERM, and then starts its own child */
+		assert(reachable || !killedgc);
+#endif
 		ch[EX(o,a)] = 1;
 		printf("MSC: startChild: owner %d token %d attempt %d\n", o, tk, a+1)
 	}
@@ -409,6 +420,9 @@ inline killFound() {
 		:: i < NO ->
 			if
 			:: i != o && VIS(o,i) && tok[i] != 0 && tok[i] < tk ->
+#ifdef REACH
+				killedgc = killedgc || gc[EX(i,0)] || gc[EX(i,1)];
+#endif
 				ch[EX(i,0)] = 0; ch[EX(i,1)] = 0;
 				gc[EX(i,0)] = 0; gc[EX(i,1)] = 0
 			:: else
@@ -489,6 +503,9 @@ proctype Owner(byte o) {
 	byte ab = NO;        /* the abandoned owner, on a takeover */
 	byte i;
 	bit took;            /* the record existed (Release restores it) */
+#ifdef REACH
+	bit killedgc;
+#endif
 #ifdef GROUPS
 	short mine;          /* what the taker holds only in memory */
 #endif
@@ -760,9 +777,17 @@ end:	atomic { rstat == INPROG && rexp ->
 		assert(fencing || seq[(e)/ATT] >= dseq); \
 		dlast = tok[(e)/ATT]; dseq = seq[(e)/ATT] }
 
+#ifdef REACH
+/* reachable: a stale run's write is refused */
+#define DSREFUSE(e) :: d_step { ACTIVE(e) && tok[(e)/ATT] < dlast -> assert(reachable) }
+#else
+#define DSREFUSE(e)
+#endif
+
 active proctype Downstream() {
 end:	do
 	DSW(0) DSW(1) DSW(2) DSW(3) DSW(4) DSW(5)
+	DSREFUSE(0) DSREFUSE(1) DSREFUSE(2) DSREFUSE(3) DSREFUSE(4) DSREFUSE(5)
 	od
 }
 

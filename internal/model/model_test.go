@@ -29,6 +29,12 @@ var variants = []variant{
 	// closed: verifies too, so each TODAY_ variant below fails only
 	// through the bug it puts back.
 	{name: "groups/all-fixed", defines: []string{"GROUPS"}},
+	// Against a vacuous model: the fixed protocol must reach the
+	// scenarios these assertions name (a takeover that SIGKILLs an older
+	// run's TERM-ignoring grandchild, then runs; a stale downstream write
+	// refused).
+	{name: "fixed/reaches-takeover-kill", defines: []string{"REACH"}, property: "reachable"},
+	{name: "fixed/fleet-reaches-refused-write", defines: []string{"FLEET", "REACH"}, property: "reachable"},
 	// Counterexamples: each must find an error. One that verifies means
 	// the model no longer sees the bug.
 	{name: "today/taker-forgets", defines: []string{"TODAY_TAKER_FORGETS"}, property: "no_overlap"},
