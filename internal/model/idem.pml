@@ -93,7 +93,8 @@
  * (SIGKILL or crash of any idem at any step: an `unless` escape from the
  * owner's body; its direct child dies, grandchildren stay), Procs (a child
  * forks a grandchild, or exits), Clock (lease expiry), Purge (`idem purge
- * KEY`, no --force), and with FLEET Downstream and PowerCut.
+ * KEY`, no --force), Downstream (fenced writes by any living process of
+ * a run), and with FLEET PowerCut.
  *
  * Time and leases: there is no clock value. A lease may expire only when
  * its owner cannot renew it: its idem is dead, it may be paused
@@ -121,7 +122,7 @@
  *  no_run_after_success  a recorded success is never followed by another
  *                        execution: no child starts once a success is
  *                        recorded.
- *  fencing (FLEET)       a downstream write from a stale run is never
+ *  fencing               a downstream write from a stale run is never
  *                        accepted after a newer run's write: every
  *                        accepted write comes from a run reserved no
  *                        earlier than the last accepted one.
@@ -129,8 +130,7 @@
  * In FLEET, overlaps and late starts involving a frozen owner, an owner
  * whose reservation a power cut lost, or a killed owner's grandchildren
  * are excused (no other host can stop them): there fencing is the
- * guarantee. On one host fencing follows from no_overlap and the claim
- * (runs execute in token order) and is not checked separately.
+ * guarantee. (-DNO_DOWNSTREAM leaves the downstream system out.)
  *
  * ======================================================================
  * VARIANTS (preprocessor defines)
@@ -141,8 +141,8 @@
  * GROUPS                   today's group bookkeeping (the record lists the
  *                          process groups and abandoned idems that may
  *                          still run; all owners in one namespace) with
- *                          violations 1-3 closed: verifies, so each TODAY_
- *                          variant fails through its own bug only
+ *                          violations 1, 2, 3 and 6 closed: verifies, so
+ *                          each TODAY_ variant fails through its own bug
  * TODAY_TAKER_FORGETS      violation 1: Reserve sets child_pgid = 0 on a
  *                          takeover; what may still run is only in the
  *                          taker's memory, lost when it dies or is paused
@@ -150,6 +150,9 @@
  *                          after the child started
  * TODAY_PURGE_EXPIRED      violation 3: purge without --force removes an
  *                          in_progress record whose lease expired
+ * TODAY_STARTATTEMPT_FORGETS  violation 6: the next attempt forgets the
+ *                          exited attempt's group (StartAttempt sets
+ *                          child_pgid = 0) and overlaps its background job
  * NO_RUN_LOCK              fixed protocol without the lock: a sibling
  *                          namespace's run is overlapped
  * LOCK_ABANDONED_ONLY      fixed protocol with a lock byte per token, the
@@ -175,24 +178,28 @@
  * assertions and invalid end states), partial-order reduction, state
  * compression (-DCOLLAPSE), hash table 2^24 (-w24), depth bound 10000
  * (-m10000; the deepest path is about 140 steps, so the bound never cuts
- * the search: the test fails if pan says "max search depth too small").
+ * the search; the test fails on "max search depth too small", on the
+ * -DMEMLIM=2048 bound, or without pan's "Full statespace search").
  * Measured on the CI machine (2 shared cores), pan alone, spin 6.5.2:
  *
  *   variant                      result     states    memory    time
- *   (none)                       errors: 0  1953731   227 MB    3.5 s
- *   FLEET                        errors: 0  2550669   254 MB    6.5 s
- *   GROUPS                       errors: 0   616053   161 MB    2.1 s
- *   TODAY_TAKER_FORGETS          errors: 1    74120   133 MB    0.1 s
- *   TODAY_SETCHILD_WINDOW        errors: 1     7905   129 MB    0.0 s
- *   TODAY_PURGE_EXPIRED          errors: 1     8542   129 MB    0.0 s
- *   NO_RUN_LOCK                  errors: 1   234378   141 MB    0.3 s
- *   LOCK_ABANDONED_ONLY          errors: 1   100855   134 MB    0.1 s
- *   NO_CLAIM                     errors: 1   434979   150 MB    0.7 s
- *   FLEET NO_WATCHDOG            errors: 1  4129039   331 MB    8.2 s
- *   FLEET TODAY_TOKEN_NOT_DURABLE errors: 1   29184   131 MB    0.0 s
+ *   (none)                       errors: 0  4265100   351 MB    9.2 s
+ *   FLEET                        errors: 0  2550669   254 MB    7.4 s
+ *   GROUPS                       errors: 0  1215072   199 MB    4.3 s
+ *   TODAY_TAKER_FORGETS          errors: 1   153924   138 MB    0.2 s
+ *   TODAY_SETCHILD_WINDOW        errors: 1    12385   130 MB    0.0 s
+ *   TODAY_PURGE_EXPIRED          errors: 1    14225   130 MB    0.0 s
+ *   TODAY_STARTATTEMPT_FORGETS   errors: 1      168   129 MB    0.0 s
+ *   NO_RUN_LOCK                  errors: 1   250732   142 MB    0.5 s
+ *   LOCK_ABANDONED_ONLY          errors: 1   278168   144 MB    0.4 s
+ *   NO_CLAIM                     errors: 1   778258   169 MB    1.4 s
+ *   FLEET NO_WATCHDOG            errors: 1  3139990   285 MB    6.9 s
+ *   FLEET TODAY_TOKEN_NOT_DURABLE errors: 1   15842   130 MB    0.0 s
+ *   REACH / FLEET REACH          errors: 1  12302 / 15842  130 MB  0.0 s
  *
  * (A counterexample variant stops at its first error; its states are
- * those searched until then. Memory is mostly the 128 MB hash table.)
+ * those searched until then. Memory is mostly the 128 MB hash table.
+ * The whole set, with spin -a and gcc for each, takes about a minute.)
  *
  * ======================================================================
  * ABSTRACTED AWAY / LEFT OUT
@@ -245,7 +252,8 @@
 /* Which protocol: today's process-group bookkeeping (each TODAY_ define
  * re-introduces one bug into it; GROUPS alone is that bookkeeping with all
  * three fixed), or the fixed protocol (run identity, run lock). */
-#if defined(TODAY_TAKER_FORGETS) || defined(TODAY_SETCHILD_WINDOW) || defined(TODAY_PURGE_EXPIRED)
+#if defined(TODAY_TAKER_FORGETS) || defined(TODAY_SETCHILD_WINDOW) || defined(TODAY_PURGE_EXPIRED) || \
+	defined(TODAY_STARTATTEMPT_FORGETS)
 #define GROUPS 1
 #endif
 
@@ -305,17 +313,24 @@ hidden byte no_run_after_success;
 hidden byte fencing;
 hidden byte reachable;   /* REACH: the scenario the assertion names happens */
 
-#ifdef FLEET
-/* Cross-host, nothing stops the processes of a frozen owner, of an owner
- * whose reservation a power cut lost, or a killed owner's grandchildren:
- * their overlaps are excused, and the fencing property covers them. */
-bit excused[NO];
+#ifndef NO_DOWNSTREAM
+#define DOWNSTREAM 1
+#endif
+
+#ifdef DOWNSTREAM
 byte seq[NO];        /* order of the owners' reservations */
 byte nseq;
 /* The downstream system: the highest token seen, and the reservation
  * order of the run that wrote it. */
 byte dlast;
 byte dseq;
+#endif
+
+#ifdef FLEET
+/* Cross-host, nothing stops the processes of a frozen owner, of an owner
+ * whose reservation a power cut lost, or a killed owner's grandchildren:
+ * their overlaps are excused, and the fencing property covers them. */
+bit excused[NO];
 /* The ledger as of its last durable commit (Finish, synchronous): a
  * power cut of the ledger's server goes back to it. */
 byte dstat = NONE;
@@ -536,7 +551,7 @@ proctype Owner(byte o) {
 			:: else -> goto done    /* replay (final) or busy (live owner) */
 			fi;
 			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0;
-#ifdef FLEET
+#ifdef DOWNSTREAM
 			nseq++; seq[o] = nseq;
 #endif
 			printf("MSC: Reserve: owner %d gets token %d\n", o, tk)
@@ -645,6 +660,11 @@ end_hung:		false
 			atomic {
 				if
 				:: OWNS
+#ifdef TODAY_STARTATTEMPT_FORGETS
+					/* StartAttempt sets child_pgid = 0: the exited
+					 * attempt's background job is forgotten */
+					; left = left & ~EBIT(EX(o,a))
+#endif
 				:: else -> goto lost
 				fi
 			};
@@ -765,7 +785,7 @@ end:	atomic { rstat == INPROG && rexp ->
 #endif
 }
 
-#ifdef FLEET
+#ifdef DOWNSTREAM
 /* Fenced writes downstream: any living process of a run may write with
  * its IDEM_TOKEN; the system keeps the highest token seen and refuses
  * lower ones (UPDATE ... WHERE last_token <= $IDEM_TOKEN). Property: a
@@ -790,7 +810,9 @@ end:	do
 	DSREFUSE(0) DSREFUSE(1) DSREFUSE(2) DSREFUSE(3) DSREFUSE(4) DSREFUSE(5)
 	od
 }
+#endif
 
+#ifdef FLEET
 /* A power cut of the ledger's server (or a failover): the record goes
  * back to its last durable commit, and an owner whose reservation was
  * lost runs on (excused: the at-least-once gap). The token counter is

@@ -40,6 +40,7 @@ var variants = []variant{
 	{name: "today/taker-forgets", defines: []string{"TODAY_TAKER_FORGETS"}, property: "no_overlap"},
 	{name: "today/setchild-window", defines: []string{"TODAY_SETCHILD_WINDOW"}, property: "no_overlap"},
 	{name: "today/purge-expired", defines: []string{"TODAY_PURGE_EXPIRED"}, property: "no_overlap"},
+	{name: "today/startattempt-forgets", defines: []string{"TODAY_STARTATTEMPT_FORGETS"}, property: "no_overlap"},
 	{name: "fixed-without/run-lock", defines: []string{"NO_RUN_LOCK"}, property: "no_overlap"},
 	{name: "fixed-without/lock-of-every-run", defines: []string{"LOCK_ABANDONED_ONLY"}, property: "no_overlap"},
 	{name: "fixed-without/claim", defines: []string{"NO_CLAIM"}, property: "no_run_after_success"},
@@ -91,8 +92,8 @@ func TestModel(t *testing.T) {
 			switch {
 			case v.property == "" && m[1] != "0":
 				t.Fatalf("the model must verify with no error; pan found %s:\n%s\ncounterexample:\n%s", m[1], out, trail)
-			case v.property == "" && strings.Contains(out, "max search depth too small"):
-				t.Fatalf("the search was cut at %s, so it is not exhaustive:\n%s", panDepth, out)
+			case v.property == "" && incomplete(out) != "":
+				t.Fatalf("the search is not exhaustive (%s):\n%s", incomplete(out), out)
 			case v.property == "":
 			case m[1] == "0":
 				t.Fatalf("the model verifies, but it must find a violation of %s: it no longer sees this bug:\n%s", v.property, out)
@@ -149,6 +150,20 @@ func run(t *testing.T, dir, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, buf.String())
 	}
 	return buf.String()
+}
+
+// incomplete says why pan's search did not cover the whole state space,
+// or "" if it did.
+func incomplete(out string) string {
+	for _, why := range []string{"max search depth too small", "MEMLIM", "out of memory", "bitstate"} {
+		if strings.Contains(out, why) {
+			return why
+		}
+	}
+	if !strings.Contains(out, "Full statespace search") {
+		return "no \"Full statespace search\" line"
+	}
+	return ""
 }
 
 // summary is pan's result in a few lines: errors, states, memory, time.
