@@ -250,8 +250,8 @@
 #define RETRY  4
 
 /* Which protocol: today's process-group bookkeeping (each TODAY_ define
- * re-introduces one bug into it; GROUPS alone is that bookkeeping with all
- * three fixed), or the fixed protocol (run identity, run lock). */
+ * re-introduces one bug into it; GROUPS alone is that bookkeeping with
+ * those bugs fixed), or the fixed protocol (run identity, run lock). */
 #if defined(TODAY_TAKER_FORGETS) || defined(TODAY_SETCHILD_WINDOW) || defined(TODAY_PURGE_EXPIRED) || \
 	defined(TODAY_STARTATTEMPT_FORGETS)
 #define GROUPS 1
