@@ -155,7 +155,7 @@ func run(t *testing.T, dir, name string, args ...string) string {
 // incomplete says why pan's search did not cover the whole state space,
 // or "" if it did.
 func incomplete(out string) string {
-	for _, why := range []string{"max search depth too small", "MEMLIM", "out of memory", "bitstate"} {
+	for _, why := range []string{"Search not completed", "max search depth too small", "MEMLIM", "out of memory", "bitstate"} {
 		if strings.Contains(out, why) {
 			return why
 		}
