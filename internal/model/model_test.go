@@ -122,6 +122,11 @@ func check(t *testing.T, src []byte, v variant) (out, trail string) {
 	run(t, dir, "gcc", "-w", "-O2", "-DSAFETY", "-DCOLLAPSE", "-DVECTORSZ=1024", "-DMEMLIM="+panMemMiB, "-o", "pan", "pan.c")
 	out = run(t, dir, "./pan", panDepth, panHash)
 	if _, err := os.Stat(filepath.Join(dir, "idem.pml.trail")); err == nil {
+		if v.property == "" {
+			// The model broke: search again for the shortest
+			// counterexample (-i), which tells its story best.
+			run(t, dir, "./pan", panDepth, panHash, "-i")
+		}
 		full := run(t, dir, "spin", append(append([]string{"-t"}, defs...), "idem.pml")...)
 		var steps []string
 		for _, l := range strings.Split(full, "\n") {
