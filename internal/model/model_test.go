@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemhq/idem/internal/testenv"
 )
 
 // variant is one configuration of idem.pml, chosen by preprocessor defines.
@@ -62,12 +65,8 @@ var errorsLine = regexp.MustCompile(`errors: (\d+)`)
 // (CI), where a missing tool fails it.
 func needTool(t *testing.T, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("IDEM_TEST_STRICT") == "1" {
-			t.Fatalf("%s is not installed (IDEM_TEST_STRICT=1): %v", name, err)
-		}
-		t.Skipf("%s is not installed: %v", name, err)
-	}
+	_, err := exec.LookPath(name)
+	testenv.Need(t, name, err == nil, fmt.Sprintf("%v (Debian package %s)", err, name))
 }
 
 func TestModel(t *testing.T) {
