@@ -47,8 +47,8 @@ func ledgerKeys(ctx context.Context, a *app, prefix string) ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	a.ui = &ui{w: io.Discard, quiet: true} // warnings of openLedger go nowhere
-	l, err := a.openExistingLedger(ctx)    // never create a ledger to complete a word
+	a.ui = &ui{w: io.Discard, quiet: true}    // warnings of openLedger go nowhere
+	l, err := a.openExistingLedger(ctx, true) // never create a ledger to complete a word
 	if err != nil {
 		return nil, err
 	}

@@ -104,9 +104,12 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		where string
 		nl    *noLedgerError
 	)
-	switch l, err := a.openExistingLedger(ctx); {
+	switch l, err := a.openExistingLedger(ctx, true); {
 	case errors.As(err, &nl):
 		where = nl.path + " (not created yet)"
+		if h := nl.hint(); h != "" && !o.json {
+			a.ui.noticef("%s", h)
+		}
 	case err != nil:
 		return err
 	default:
@@ -165,10 +168,10 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	if err := key.Validate(k); err != nil {
 		return usagef("keys are built with: idem key PART...", "%v", err)
 	}
-	l, err := a.openExistingLedger(ctx)
+	l, err := a.openExistingLedger(ctx, true)
 	var nl *noLedgerError
 	if errors.As(err, &nl) {
-		return &exitError{code: exitcode.NoRecord, msg: fmt.Sprintf("no record for key %q: %v", k, nl)}
+		return &exitError{code: exitcode.NoRecord, msg: fmt.Sprintf("no record for key %q: %v", k, nl), hint: nl.hint()}
 	}
 	if err != nil {
 		return err

@@ -6,47 +6,75 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
+	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
+// ledgerLocation is where the ledger lives and how idem found it.
+type ledgerLocation struct {
+	path string
+	// named: the user gave the path (--ledger, IDEM_LEDGER), so its
+	// directory must exist; a default location's directory is created.
+	named bool
+	// service: the path is systemd's $STATE_DIRECTORY, which a login
+	// shell does not have.
+	service bool
+}
+
 // ledgerPath resolves where the ledger lives: --ledger, then IDEM_LEDGER,
-// then $XDG_STATE_HOME/idem/ledger.db, then ~/.local/state/idem/ledger.db.
-func (a *app) ledgerPath() (string, error) {
+// then $STATE_DIRECTORY/ledger.db (its first entry: a systemd service's
+// StateDirectory=), then $XDG_STATE_HOME/idem/ledger.db, then
+// ~/.local/state/idem/ledger.db, with the home directory from HOME or,
+// without it (a daemon's environment), from the password database.
+func (a *app) ledgerPath() (ledgerLocation, error) {
 	if a.ledgerFlag != "" {
-		return a.ledgerFlag, nil
+		return ledgerLocation{path: a.ledgerFlag, named: true}, nil
 	}
 	if p := a.getenv("IDEM_LEDGER"); p != "" {
-		return p, nil
+		return ledgerLocation{path: p, named: true}, nil
+	}
+	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return ledgerLocation{path: filepath.Join(d, "ledger.db"), service: true}, nil
 	}
 	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "idem", "ledger.db"), nil
+		return ledgerLocation{path: filepath.Join(d, "idem", "ledger.db")}, nil
 	}
 	home := a.getenv("HOME")
 	if home == "" {
-		return "", usagef("set HOME, or name the ledger with --ledger or IDEM_LEDGER", "cannot find the default ledger: HOME is not set")
+		// What a shell's ~ gives without HOME. A static build (no cgo)
+		// reads /etc/passwd only, not LDAP or SSSD: hence the hint.
+		if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+			home = u.HomeDir
+		}
 	}
-	return filepath.Join(home, ".local", "state", "idem", "ledger.db"), nil
+	if home == "" {
+		return ledgerLocation{}, &exitError{code: exitcode.IOErr,
+			msg:  fmt.Sprintf("cannot find the default ledger: HOME is not set and the password database has no home directory for uid %d", os.Getuid()),
+			hint: "set IDEM_LEDGER to the ledger's path (or HOME)"}
+	}
+	return ledgerLocation{path: filepath.Join(home, ".local", "state", "idem", "ledger.db")}, nil
 }
 
-// openLedger opens the ledger; only commands that need it call this.
+// openLedger opens the ledger to read and write, creating it when missing;
+// only commands that need it call this.
 func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
-	path, err := a.ledgerPath()
+	loc, err := a.ledgerPath()
 	if err != nil {
 		return nil, err
 	}
-	if postgres.IsDSN(path) {
-		return postgres.Open(ctx, path)
+	if err := checkScheme(loc.path); err != nil {
+		return nil, err
 	}
-	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
-		return nil, usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
-			"unsupported ledger URL scheme %q", scheme)
+	if postgres.IsDSN(loc.path) {
+		return postgres.Open(ctx, loc.path)
 	}
-	l, err := sqlite.Open(ctx, path)
+	l, err := sqlite.OpenWith(ctx, loc.path, ledger.Options{NoMkdir: loc.named})
 	if err != nil {
 		return nil, err
 	}
@@ -56,28 +84,86 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	return l, nil
 }
 
-// noLedgerError says a SQLite ledger does not exist (yet): commands treat
-// it as empty, and create nothing.
-type noLedgerError struct{ path string }
+// checkScheme refuses a URL that names no ledger idem knows.
+func checkScheme(path string) error {
+	if postgres.IsDSN(path) {
+		return nil
+	}
+	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
+		return usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
+			"unsupported ledger URL scheme %q", scheme)
+	}
+	return nil
+}
+
+// noLedgerError says the ledger does not exist (yet): commands treat it
+// as empty, and create nothing.
+type noLedgerError struct {
+	path  string
+	named bool // the user named the path (--ledger, IDEM_LEDGER)
+}
+
+// hint says where else records may be: a default location is not where
+// a systemd service keeps its ledger.
+func (e *noLedgerError) hint() string {
+	if e.named {
+		return ""
+	}
+	return serviceHint
+}
 
 func (e *noLedgerError) Error() string {
 	return fmt.Sprintf("no ledger at %s: nothing was ever recorded there", e.path)
 }
 
-// openExistingLedger opens the ledger for commands that only read or
-// remove records: a SQLite ledger that does not exist yet is an error, not
-// an empty ledger created at a mistyped path. Its error is then a
-// *noLedgerError.
-func (a *app) openExistingLedger(ctx context.Context) (ledger.Ledger, error) {
-	path, err := a.ledgerPath()
+// serviceHint is said where a ledger of a systemd service and one of a
+// login shell may be taken for each other.
+const serviceHint = "a systemd service with StateDirectory= keeps its ledger in $STATE_DIRECTORY/ledger.db (/var/lib/NAME/ledger.db), which a login shell does not see: inspect it with --ledger"
+
+// openExistingLedger opens an existing ledger for commands that only
+// read or remove records: a ledger that does not exist yet (a missing or
+// empty SQLite file, a database without the schema) is a *noLedgerError,
+// never an empty ledger created at a mistyped path. With readOnly the
+// ledger is opened for reading only, so another user's ledger that may be
+// read can be inspected.
+func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Ledger, error) {
+	loc, err := a.ledgerPath()
 	if err != nil {
 		return nil, err
 	}
-	if !postgres.IsDSN(path) {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			abs, _ := filepath.Abs(path)
-			return nil, &noLedgerError{path: abs}
-		}
+	if err := checkScheme(loc.path); err != nil {
+		return nil, err
 	}
-	return a.openLedger(ctx)
+	noLedger := func() error {
+		p := loc.path
+		if !postgres.IsDSN(p) {
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+		}
+		return &noLedgerError{path: p, named: loc.named}
+	}
+	if !readOnly {
+		if !postgres.IsDSN(loc.path) {
+			// Writing would initialise an empty file: look read-only first.
+			if fi, err := os.Stat(loc.path); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+				return nil, noLedger()
+			}
+		}
+		return a.openLedger(ctx)
+	}
+	var l ledger.Ledger
+	if postgres.IsDSN(loc.path) {
+		l, err = postgres.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
+	} else {
+		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
+	}
+	var se *ledger.StoreError
+	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
+		return nil, &noLedgerError{path: se.Path, named: loc.named} // a DSN without its password
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }

@@ -119,7 +119,7 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	if err != nil {
 		return err
 	}
-	l, err := a.openExistingLedger(ctx)
+	l, err := a.openExistingLedger(ctx, o.dryRun)
 	var nl *noLedgerError
 	if errors.As(err, &nl) {
 		a.ui.noticef("nothing to purge: %v", nl)

@@ -38,7 +38,7 @@ type leaseRig struct {
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
 	dir := t.TempDir()
-	l := filepath.Join(dir, "state", "ledger.db")
+	l := filepath.Join(mkdir(t, filepath.Join(dir, "state"), 0o700), "ledger.db")
 	env := append(os.Environ(), "IDEM_LEDGER="+l, "NO_COLOR=1")
 	return &leaseRig{t: t, dir: dir, ledger: l, env: env}
 }

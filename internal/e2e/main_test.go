@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -29,7 +30,13 @@ func runScripts(t *testing.T, dir string, files ...string) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("IDEM_LEDGER", filepath.Join(env.WorkDir, "state", "ledger.db"))
+			// A named ledger's directory must exist: idem creates only
+			// the default location's.
+			state := filepath.Join(env.WorkDir, "state")
+			if err := os.Mkdir(state, 0o700); err != nil {
+				return err
+			}
+			env.Setenv("IDEM_LEDGER", filepath.Join(state, "ledger.db"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("XDG_STATE_HOME", "")
 			env.Setenv("NO_COLOR", "")

@@ -297,6 +297,10 @@ type Options struct {
 	// only read permission. A ledger that does not exist (a missing or
 	// empty file, a database without the ledger's schema) is ErrNoLedger.
 	ReadOnly bool
+	// NoMkdir refuses a ledger whose directory is missing instead of
+	// creating it: a path the user named (a typo must not start a fresh,
+	// empty ledger, under which every key runs again).
+	NoMkdir bool
 }
 
 // ErrNoLedger is returned, wrapped in a *StoreError, by a read-only open

@@ -101,7 +101,7 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	if opts.ReadOnly {
 		real, err = checkFile(abs)
 	} else {
-		real, err = prepareFile(abs)
+		real, err = prepareFile(abs, !opts.NoMkdir)
 	}
 	if err != nil {
 		return nil, err
@@ -169,14 +169,18 @@ func dsn(abs string, readOnly bool) string {
 	return b.String()
 }
 
-// prepareFile creates a missing directory (0700) and a missing ledger file
-// (0600) before SQLite opens it, so -wal and -shm copy that mode, and
+// prepareFile creates a missing directory (0700, when mkdir says so; else
+// it is an error) and a missing ledger file (0600) before SQLite opens it, so -wal and -shm copy that mode, and
 // returns the file SQLite will open (a link's target). Directories,
 // devices, FIFOs and symbolic links that SQLite would follow to a missing
 // file or to another user's file are refused.
-func prepareFile(abs string) (real string, err error) {
+func prepareFile(abs string, mkdir bool) (real string, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if !mkdir {
+			return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
+				Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700)"}
+		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}

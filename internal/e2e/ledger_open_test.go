@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// TestInspectAnotherUsersLedger: a ledger another user may only read is
+// inspected, listed by purge --dry-run and completed as that user (nobody:
+// root ignores permissions), and nothing beside it or in it changes.
+func TestInspectAnotherUsersLedger(t *testing.T) {
+	root := sharedDir(t)
+	idem := copyExe(t, idemBin(t), mkdir(t, filepath.Join(root, "bin"), 0o755))
+	dir := mkdir(t, filepath.Join(root, "ledger"), 0o755)
+	path := filepath.Join(dir, "ledger.db")
+	newLedger(t, idemBin(t), path)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, dir)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string // a line of stdout
+	}{
+		{[]string{"inspect"}, `(?m)^seed:key-1 +failed `},
+		{[]string{"inspect", "seed:key-0"}, `(?m)^status: +succeeded`},
+		{[]string{"inspect", "--stdout", "seed:key-2"}, `^seeded\n$`},
+		{[]string{"purge", "--all", "--dry-run"}, `(?m)^seed:key-0$`},
+		{[]string{"__complete", "inspect", "seed:"}, `(?m)^seed:key-2$`},
+	} {
+		rc := clean(nil, idem, append([]string{"--ledger", path}, c.args...)...)
+		rc.nobody, rc.dir = true, root
+		p := run(t, rc).expect(0)
+		if !regexp.MustCompile(c.want).MatchString(p.stdout) {
+			t.Errorf("%v as nobody: stdout does not match %q: %v", c.args, c.want, p)
+		}
+	}
+	if got := listing(t, dir); got != before {
+		t.Errorf("the ledger's directory changed:\n%s\nwant:\n%s", got, before)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(data) {
+		t.Error("the ledger file changed")
+	}
+}
