@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -301,11 +302,7 @@ func runError(err error, o runner.Options) error {
 	)
 	switch {
 	case errors.As(err, &mismatch):
-		rec := mismatch.Record
-		return &exitError{code: exitcode.DataErr,
-			msg: fmt.Sprintf("key %q was recorded for a different command or payload: %s (%s, %s ago); nothing ran",
-				rec.Key, quoteArgv(rec.Command), rec.Status, age(time.Since(rec.OutcomeTime()))),
-			hint: fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)}
+		return mismatchError(mismatch.Record, o.Argv)
 	case errors.As(err, &busy):
 		rec := busy.Record
 		return &exitError{code: exitcode.TempFail,
@@ -355,6 +352,25 @@ func runError(err error, o runner.Options) error {
 		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
 	}
 	return err
+}
+
+// mismatchError says what differs between a record and a run of its key
+// with another fingerprint. Only the command is stored as it was; the
+// payload, stdin and --fingerprint-env values are stored as one hash, so
+// when the command is the same, one of those differs.
+func mismatchError(rec *ledger.Record, argv []string) error {
+	when := fmt.Sprintf("%s, %s ago", rec.Status, age(time.Since(rec.OutcomeTime())))
+	msg := fmt.Sprintf("key %q was recorded for a different payload, stdin or environment (--fingerprint-env) with the same command %s (%s); nothing ran",
+		rec.Key, quoteArgv(rec.Command), when)
+	if !slices.Equal(rec.Command, argv) {
+		msg = fmt.Sprintf("key %q was recorded for a different command: %s (%s), not %s; nothing ran",
+			rec.Key, quoteArgv(rec.Command), when, quoteArgv(argv))
+	}
+	hint := fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)
+	if rec.Status == ledger.StatusSucceeded {
+		hint = fmt.Sprintf("use another key: it succeeded, and 'idem purge %s' would let it run, and its side effect happen, a second time", rec.Key)
+	}
+	return &exitError{code: exitcode.DataErr, msg: msg, hint: hint}
 }
 
 func lookupEnv(env []string, name string) (string, bool) {

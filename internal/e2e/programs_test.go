@@ -62,6 +62,8 @@ func programs() map[string]func() {
 
 		// an HTTP API stand-in for the README's webhook example
 		"httpsink": httpsink,
+		"httppost": httppost,
+		"freeport": freeport,
 	}
 }
 
@@ -465,11 +467,14 @@ func seed(args []string) error {
 		OutputStored: true, Stdout: []byte("seeded " + k + "\n"), Stderr: []byte{}})
 }
 
-// httpsink URLFILE LOG [FAILS]: a stand-in for an HTTP API that honours
-// Idempotency-Key. It listens on 127.0.0.1, writes its base URL to URLFILE,
-// and appends one line per request to LOG: "KEY BODY" (the body's bytes
-// with newlines as spaces). The first FAILS requests get 503. A repeated
-// key gets 200 and "duplicate" without a new log line. It exits after 60s.
+// httpsink URLFILE LOG [FAILS [KEY=HOLD]]: a stand-in for an HTTP API that
+// honours Idempotency-Key. It listens on 127.0.0.1, writes its base URL to
+// URLFILE, and appends one line per request to LOG: "KEY BODY" (the body's
+// bytes with newlines as spaces), and every request's key, duplicates
+// too, to LOG.requests. The first FAILS requests get 503. A repeated key
+// gets 200 and "duplicate" without a new log line. With KEY=HOLD, the
+// first request for KEY writes HOLD.held and is answered only once the
+// file HOLD exists (a side effect still running). It exits after 60s.
 func httpsink() {
 	urlFile, logFile := os.Args[1], os.Args[2]
 	fails := 0
@@ -481,6 +486,10 @@ func httpsink() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	var holdKey, hold string
+	if len(os.Args) > 4 {
+		holdKey, hold, _ = strings.Cut(os.Args[4], "=")
+	}
 	var (
 		mu   sync.Mutex
 		seen = map[string]bool{}
@@ -491,6 +500,23 @@ func httpsink() {
 		k := r.Header.Get("Idempotency-Key")
 		mu.Lock()
 		defer mu.Unlock()
+		if f, err := os.OpenFile(logFile+".requests", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, k)
+			f.Close()
+		}
+		if hold != "" && k == holdKey {
+			h := hold
+			hold = ""
+			os.WriteFile(h+".held", nil, 0o644)
+			mu.Unlock()
+			for range 2000 {
+				if _, err := os.Stat(h); err == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+		}
 		n++
 		if n <= fails {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
@@ -516,4 +542,65 @@ func httpsink() {
 		os.Exit(0)
 	}()
 	srv.Serve(ln)
+}
+
+// httppost URLFILE BODYFILE [N]: POST BODYFILE to the URL in URLFILE N
+// times at once (1 by default), as a webhook sender delivering one event
+// (again), and print each response as "STATUS BODY" (newlines in the body
+// as " | "), sorted. A refused connection (the server still starting) is
+// tried again for up to 10s.
+func httppost() {
+	url, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	body, err := os.ReadFile(os.Args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	n := 1
+	if len(os.Args) > 3 {
+		n = atoi(os.Args[3])
+	}
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for range 1000 {
+				resp, err := http.Post(strings.TrimSpace(string(url)), "application/json", bytes.NewReader(body))
+				if err != nil {
+					out[i] = "error " + err.Error()
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				out[i] = fmt.Sprintf("%d %s", resp.StatusCode, strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", " | "))
+				return
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(out)
+	for _, l := range out {
+		fmt.Println(l)
+	}
+}
+
+// freeport FILE writes a TCP port on 127.0.0.1 that was free a moment
+// ago, for a server the script starts.
+func freeport() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := os.WriteFile(os.Args[1], []byte(strconv.Itoa(port)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 }

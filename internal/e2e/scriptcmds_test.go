@@ -21,10 +21,11 @@ import (
 // scriptCmds is every custom script command, by name.
 func scriptCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	return map[string]func(ts *testscript.TestScript, neg bool, args []string){
-		"exitcode": cmdExitcode, // an exact exit code
-		"filemode": cmdFilemode, // a file's permission bits
-		"waitfile": cmdWaitfile, // wait for a background command's ready file
-		"need":     cmdNeed,     // a program or server the script needs
+		"exitcode":  cmdExitcode,  // an exact exit code
+		"filemode":  cmdFilemode,  // a file's permission bits
+		"waitfile":  cmdWaitfile,  // wait for a background command's ready file
+		"waitmatch": cmdWaitmatch, // wait for lines in a background command's log
+		"need":      cmdNeed,      // a program or server the script needs
 
 		// JSON checks for the operators' scripts
 		"jsonfield": cmdJSONField,
@@ -118,6 +119,32 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within 10s", args[0])
+}
+
+// waitmatch FILE REGEXP N waits (at most 10s) until N lines of FILE
+// match REGEXP.
+func cmdWaitmatch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitmatch FILE REGEXP N")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	for range 2000 {
+		b, _ := os.ReadFile(ts.MkAbs(args[0]))
+		got := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if re.MatchString(l) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not have %d lines matching %q within 10s", args[0], n, args[1])
 }
 
 // cmdPGLedger (pgledger) points the script's IDEM_LEDGER at a new, empty
