@@ -29,12 +29,72 @@ type progress struct {
 // newProgress returns the Options.Progress callback for stderr, or nil
 // when stderr is not a terminal (or --quiet): logs and pipes get no
 // status lines.
+// When stderr is not a terminal (cron mail, CI logs, a daemon's journal)
+// it is a log instead: one line per backoff, per wait for another owner
+// and per takeover, so that a long pause does not look like a hang.
 func newProgress(w io.Writer, terminal, quiet bool, fresh func()) func(runner.Event) {
-	if !terminal || quiet {
+	if quiet {
 		return nil
+	}
+	if !terminal {
+		l := &progressLog{w: w, fresh: fresh}
+		return l.event
 	}
 	p := &progress{w: w, now: time.Now, fresh: fresh}
 	return p.event
+}
+
+// progressLog writes runner events as whole lines, for stderr that is
+// not a terminal.
+type progressLog struct {
+	mu      sync.Mutex
+	w       io.Writer
+	fresh   func()
+	waiting bool // a wait's line was written; the next polls add none
+}
+
+func (l *progressLog) event(e runner.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var line string
+	switch e.Kind {
+	case runner.EventResume:
+		l.waiting = false
+		return
+	case runner.EventWait:
+		if l.waiting {
+			return
+		}
+		l.waiting = true
+		line = fmt.Sprintf("idem: %s: in progress on %s (pid %d, attempt %d/%d); waiting for it (--wait)",
+			e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts)
+	case runner.EventBackoff:
+		line = fmt.Sprintf("idem: %s: attempt %d/%d exited %d; next try in %s",
+			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, logDelay(e.Delay))
+	case runner.EventTakeover:
+		line = takeoverLine(e)
+	default:
+		return
+	}
+	if l.fresh != nil {
+		l.fresh() // the command's last output did not end its line
+	}
+	io.WriteString(l.w, line+"\n")
+}
+
+// logDelay renders a backoff for a log line: a delay under a second as
+// it is (10ms), longer ones as the status line does.
+func logDelay(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return seconds(d)
+}
+
+// takeoverLine says that a run takes over the key of an owner that is gone.
+func takeoverLine(e runner.Event) string {
+	return fmt.Sprintf("idem: %s: taking over from %s (pid %d), which is gone or whose lease expired; this is attempt %d/%d",
+		e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts)
 }
 
 func (p *progress) event(e runner.Event) {
@@ -45,6 +105,13 @@ func (p *progress) event(e runner.Event) {
 		p.stop = nil
 	}
 	switch e.Kind {
+	case runner.EventTakeover:
+		// A line that stays: the previous owner's fate is worth keeping.
+		p.show("")
+		if p.fresh != nil {
+			p.fresh()
+		}
+		io.WriteString(p.w, takeoverLine(e)+"\n")
 	case runner.EventResume:
 		p.show("")
 	case runner.EventWait:

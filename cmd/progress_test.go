@@ -18,16 +18,35 @@ import (
 	"github.com/idemhq/idem/internal/runner"
 )
 
-func TestProgressOnlyOnATerminal(t *testing.T) {
+func TestProgressOnATerminalOrALog(t *testing.T) {
 	var b bytes.Buffer
-	if newProgress(&b, false, false, nil) != nil {
-		t.Error("a progress callback for a stderr that is not a terminal")
-	}
-	if newProgress(&b, true, true, nil) != nil {
+	if newProgress(&b, true, true, nil) != nil || newProgress(&b, false, true, nil) != nil {
 		t.Error("a progress callback with --quiet")
 	}
 	if newProgress(&b, true, false, nil) == nil {
 		t.Error("no progress callback on a terminal")
+	}
+	// Not a terminal: whole lines, one per backoff, wait and takeover.
+	p := newProgress(&b, false, false, nil)
+	if p == nil {
+		t.Fatal("no progress callback for a log")
+	}
+	holder := ledger.Owner{Host: "web-2", PID: 4242}
+	for _, e := range []runner.Event{
+		{Kind: runner.EventWait, Key: "evt:4711", Attempt: 1, MaxAttempts: 3, Holder: holder},
+		{Kind: runner.EventWait, Key: "evt:4711", Attempt: 1, MaxAttempts: 3, Holder: holder},
+		{Kind: runner.EventResume, Key: "evt:4711"},
+		{Kind: runner.EventTakeover, Key: "evt:4711", Attempt: 2, MaxAttempts: 3, Holder: holder},
+		{Kind: runner.EventBackoff, Key: "evt:4711", Attempt: 2, MaxAttempts: 3, ExitCode: 75, Delay: 1500 * time.Millisecond},
+		{Kind: runner.EventResume, Key: "evt:4711"},
+	} {
+		p(e)
+	}
+	want := "idem: evt:4711: in progress on web-2 (pid 4242, attempt 1/3); waiting for it (--wait)\n" +
+		"idem: evt:4711: taking over from web-2 (pid 4242), which is gone or whose lease expired; this is attempt 2/3\n" +
+		"idem: evt:4711: attempt 2/3 exited 75; next try in 2s\n"
+	if got := b.String(); got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
 	}
 }
 

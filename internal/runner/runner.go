@@ -95,6 +95,10 @@ const (
 	// EventResume: the backoff or the wait is over; what follows is
 	// output of the command or idem's own lines.
 	EventResume
+	// EventTakeover: the key's owner Holder is gone (or its lease
+	// expired); this run stops what is left of its command and takes
+	// the key, as attempt Attempt of MaxAttempts.
+	EventTakeover
 )
 
 // Event is progress while a person may be waiting (Options.Progress).
@@ -290,6 +294,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
 		res: &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited}}
 	if resv.Abandoned != nil {
+		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
 		// Before anything runs, the abandoned owner's child must be gone:
 		// two executions never overlap.
 		if err := r.stopGroup(ctx, o.Key, *resv.Abandoned, o.KillGrace, inv); err != nil {
