@@ -101,8 +101,11 @@ func newRootCmd(a *app, args []string) *cobra.Command {
 replays the recorded output and exit code for every repeat. Cron jobs, CI
 steps and webhook handlers are delivered at least once; wrapped in
 'idem run --key KEY -- CMD', their side effect happens once per key.`,
-		Example: `  # a cron job that must run once per day, even if cron fires twice
-  idem run --key backup:$(date +%F) -- ./backup.sh
+		Example: `  # crontab: once per day, even if cron fires twice (the second waits, then
+  # replays); cron's PATH is /usr/bin:/bin and it cuts a command at an
+  # unescaped %, so name idem's directory and write \%
+  PATH=/usr/local/bin:/usr/bin:/bin
+  17 3 * * * idem run --key backup:$(date +\%F) --wait -- /usr/local/bin/backup
 
   # a CI deploy step keyed by commit: re-running the pipeline replays it
   idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,

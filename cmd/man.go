@@ -100,8 +100,14 @@ const manTail = `.SH ENVIRONMENT
 .B IDEM_LEDGER
 the ledger: a SQLite file path, or postgres://USER@HOST:PORT/DATABASE for one shared by many hosts. \-\-ledger overrides it.
 .TP
+.B STATE_DIRECTORY
+set by systemd for a service with StateDirectory=: when IDEM_LEDGER and \-\-ledger are unset, the ledger is ledger.db in its first directory. A login shell does not see it: inspect a service's ledger with \-\-ledger /var/lib/NAME/ledger.db.
+.TP
 .B XDG_STATE_HOME
-when IDEM_LEDGER and \-\-ledger are unset and this is an absolute path, the ledger is $XDG_STATE_HOME/idem/ledger.db; else ~/.local/state/idem/ledger.db.
+when IDEM_LEDGER, \-\-ledger and STATE_DIRECTORY are unset and this is an absolute path, the ledger is $XDG_STATE_HOME/idem/ledger.db; else ~/.local/state/idem/ledger.db.
+.TP
+.B HOME
+the home directory of the default ledger; when unset (a daemon), the password database's (a static build reads only /etc/passwd). With neither, idem exits 74: set IDEM_LEDGER.
 .TP
 .B NO_COLOR
 when set and not empty, idem's messages are not coloured (unless \-\-color always).

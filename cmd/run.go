@@ -62,14 +62,17 @@ IDEM_MAX_ATTEMPTS and IDEM_RETRY_AFTER (a file: write a duration such as
 
 A key is ` + key.Rule + `;
 build one from arbitrary parts with 'idem key'.`,
-		Example: `  # cron: once per day, whatever cron does
-  17 3 * * * idem run --key backup:$(date +\%F) --deadline 2h -- /usr/local/bin/backup
+		Example: `  # crontab: once per day, whatever cron does (a second firing waits for the
+  # first, then replays it); cron's PATH is /usr/bin:/bin, and an unescaped %
+  # ends cron's command: write \%
+  PATH=/usr/local/bin:/usr/bin:/bin
+  17 3 * * * idem run --key backup:$(date +\%F) --wait --deadline 2h -- /usr/local/bin/backup
 
   # CI: a deploy step keyed by commit; a re-run of the pipeline replays it
   idem run --key deploy:prod:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh
 
-  # a webhook handler: the payload is part of the fingerprint
-  idem run --key evt:$EVENT_ID --payload-file event.json -- ./handle.sh event.json
+  # a webhook handler: the payload, on stdin, is part of the fingerprint
+  idem run --key "$(idem key evt "$EVENT_ID")" --stdin spool --wait -- ./handle.sh < "$PAYLOAD_FILE"
 
   # capture the same bytes on the first run and on every replay
   out=$(idem run --key report:2026-12 --stdout final -- ./report.sh)`,
