@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,33 @@ func asUsage(err error, c *cobra.Command) error {
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		return err
 	}
-	return &usageError{err: err, hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
+	return &usageError{err: plainFlagError(err), hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
+}
+
+// pflagParse matches pflag's message for a value its strconv parser
+// refused: `invalid argument "three" for "--max-attempts" flag:
+// strconv.ParseInt: parsing "three": invalid syntax`.
+var pflagParse = regexp.MustCompile(`^invalid argument ("(?:[^"\\]|\\.)*") for "(-[^"]*)" flag: strconv\.Parse(\w+): parsing "(?:[^"\\]|\\.)*": (.*)$`)
+
+// plainFlagError says in words what a flag's value should be, instead of
+// the Go parser's message.
+func plainFlagError(err error) error {
+	m := pflagParse.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	flag, value, kind, why := m[2], m[1], m[3], m[4]
+	if i := strings.Index(flag, ", "); i >= 0 {
+		flag = flag[i+2:] // "-n, --max-attempts": the long name
+	}
+	want := map[string]string{"Int": "a whole number", "Uint": "a whole number, 0 or more", "Float": "a number", "Bool": "true or false"}[kind]
+	if want == "" {
+		want = "another value"
+	}
+	if strings.Contains(why, "out of range") {
+		return fmt.Errorf("invalid %s %s: out of range", flag, value)
+	}
+	return fmt.Errorf("invalid %s %s: want %s", flag, value, want)
 }
 
 // usageErrors makes cobra's argument errors usage errors throughout the

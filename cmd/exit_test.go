@@ -75,7 +75,7 @@ func TestCobraErrorsAreUsageErrors(t *testing.T) {
 		{[]string{"run", "--no-such-flag"}, `unknown flag: --no-such-flag`, `see 'idem run --help'`},
 		{[]string{"run", "-Z"}, `unknown shorthand flag: 'Z' in -Z`, `see 'idem run --help'`},
 		{[]string{"run", "--key"}, `flag needs an argument: --key`, `see 'idem run --help'`},
-		{[]string{"inspect", "--limit", "many"}, `invalid argument "many" for "--limit" flag: `, `see 'idem inspect --help'`},
+		{[]string{"inspect", "--limit", "many"}, `invalid --limit "many": want a whole number`, `see 'idem inspect --help'`},
 		{[]string{"inspect", "evt:a:1", "evt:a:2"}, `accepts at most 1 arg(s), received 2`, `see 'idem inspect --help'`},
 		{[]string{"man", "extra"}, `unknown command "extra" for "idem man"`, `see 'idem man --help'`},
 		{[]string{"completion", "bash", "extra"}, `unknown command "extra" for "idem completion bash"`, `see 'idem completion bash --help'`},

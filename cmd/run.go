@@ -192,6 +192,10 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	}
 	var spooled []byte
 	if o.stdinMode == "spool" {
+		if a.stdin != nil && isTerminal(a.stdin) {
+			// Otherwise idem seems to hang, waiting for the end of input.
+			u.noticef("--stdin spool reads all of stdin before the command starts: type it, then Ctrl-D")
+		}
 		b, err := readLimited(a.stdin, o.MaxOutput)
 		if err != nil {
 			return nil, 0, err
@@ -264,6 +268,9 @@ func render(a *app, u *ui, res *runner.Result) {
 		if rec.StdoutTruncated || rec.StderrTruncated {
 			u.warnf("the recorded output of %s was truncated at --max-output; this replay is incomplete", rec.Key)
 		}
+		if rec.Status == ledger.StatusFailed {
+			u.hintf("run it again with --rerun-failed, or reset it with idem purge %s", rec.Key)
+		}
 		return
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
@@ -313,11 +320,7 @@ func runError(err error, o runner.Options) error {
 				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
 	case errors.As(err, &start):
-		hint := "check the command's name and PATH, or give its full path"
-		if start.Code == exitcode.CannotExec {
-			hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
-		}
-		return &exitError{code: start.Code, msg: start.Error() + "; nothing ran and nothing was recorded", hint: hint}
+		return startError(start)
 	case errors.As(err, &waited):
 		rec := waited.Record
 		why := "--wait-timeout " + o.WaitTimeout.String()
@@ -355,6 +358,50 @@ func runError(err error, o runner.Options) error {
 		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
 	}
 	return err
+}
+
+// startError explains why idem could not start the command: what a shell
+// would say, a directory or a missing #! interpreter included.
+func startError(e *runner.StartError) error {
+	const none = "; nothing ran and nothing was recorded"
+	msg, hint := e.Error(), "check the command's name and PATH, or give its full path"
+	if e.Code == exitcode.CannotExec {
+		hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
+	}
+	fi, statErr := os.Stat(e.Path)
+	switch {
+	case statErr == nil && fi.IsDir():
+		msg, hint = "command is a directory: "+e.Path, "name the program to run, not its directory"
+	case statErr == nil && e.Code == exitcode.NotFound:
+		// The file is there: what is missing is the interpreter its #!
+		// line names (the kernel reports ENOENT for both).
+		if interp, ok := shebang(e.Path); ok {
+			msg = fmt.Sprintf("cannot run %s: its interpreter %s (from its #! line) was not found", e.Path, interp)
+			hint = "install that interpreter, or fix the script's first line"
+		}
+	}
+	return &exitError{code: e.Code, msg: msg + none, hint: hint}
+}
+
+// shebang returns the interpreter a script's #! line names.
+func shebang(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return "", false
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return "", false
+	}
+	return fields[0], true
 }
 
 // mismatchError says what differs between a record and a run of its key

@@ -70,6 +70,16 @@ func (u *ui) noticef(format string, args ...any) {
 	fmt.Fprintf(u.w, "idem: %s\n", oneLine(fmt.Sprintf(format, args...)))
 }
 
+// hintf prints an idem: hint: line unless --quiet: what to do next
+// after a notice.
+func (u *ui) hintf(format string, args ...any) {
+	if u.quiet {
+		return
+	}
+	u.startLine()
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(fmt.Sprintf(format, args...)))
+}
+
 // warnf prints an idem: warning: line unless --quiet.
 func (u *ui) warnf(format string, args ...any) {
 	if u.quiet {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -47,4 +48,24 @@ func TestInspectAnotherUsersLedger(t *testing.T) {
 	if after, _ := os.ReadFile(path); string(after) != string(data) {
 		t.Error("the ledger file changed")
 	}
+}
+
+// TestSpoolOnATerminalSaysSo: --stdin spool reads all of stdin before the
+// command starts; on a terminal idem says so instead of seeming to hang,
+// and the typed bytes reach the command.
+func TestSpoolOnATerminalSaysSo(t *testing.T) {
+	g := newLeaseRig(t)
+	master, slave := needPTY(t)
+	p, screen := g.startOnTerminal(master, slave, "run", "--key", "tty:spool", "--stdin", "spool", "--", "catstdin")
+	until(t, "the notice about stdin", func() bool {
+		return strings.Contains(screen(), "idem: --stdin spool reads all of stdin before the command starts: type it, then Ctrl-D")
+	})
+	if _, err := master.Write([]byte("typed\n\x04")); err != nil { // a line, then ^D
+		t.Fatal(err)
+	}
+	p.wait()
+	if p.exitStatus != (exitStatus{}) {
+		t.Fatalf("idem: %v; terminal: %q", p.exitStatus, screen())
+	}
+	until(t, "the command's output", func() bool { return strings.Count(screen(), "typed") >= 2 }) // echoed, then printed
 }
