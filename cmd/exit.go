@@ -118,6 +118,9 @@ type exitError struct {
 	code int
 	msg  string
 	hint string
+	// reason names the outcome for --report where the code alone does
+	// not (75: busy, a wait or a deadline that ran out, a lost lease).
+	reason string
 }
 
 func (e *exitError) Error() string { return e.msg }

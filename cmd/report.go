@@ -2,8 +2,11 @@ package cmd
 
 import (
 	"encoding/json"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/idemhq/idem/internal/exitcode"
@@ -12,7 +15,7 @@ import (
 
 // reportSchema is the "schema_version" of --report files. The README
 // documents every field; add fields, never rename or remove them.
-const reportSchema = 1
+const reportSchema = 2
 
 // reportJSON is the --report file: what one `idem run` invocation did.
 type reportJSON struct {
@@ -33,6 +36,22 @@ type reportJSON struct {
 	DurationMS int64   `json:"duration_ms"`
 	Truncated  bool    `json:"truncated"`
 	Error      *string `json:"error"`
+
+	// Schema 2.
+
+	// Reason names why idem chose the exit status itself (see
+	// reasonOf and the README), or is null when it is the command's.
+	Reason *string `json:"reason"`
+	// Ledger is the ledger used (a path, or a DSN without its password);
+	// null when none could be named.
+	Ledger  *string  `json:"ledger"`
+	Command []string `json:"command"`
+	// AttemptsRun is the attempts this invocation started (Attempts is
+	// the record's total).
+	AttemptsRun int `json:"attempts_run"`
+	// Recorded is, for a replay, when the earlier run recorded the
+	// outcome replayed; null otherwise.
+	Recorded *string `json:"recorded"`
 }
 
 // checkReport refuses a --report path that cannot be written, before
@@ -72,15 +91,83 @@ func writeReport(a *app, path string, r reportJSON) {
 func buildReport(key string, res *runner.Result, code int, err error, started, finished time.Time) reportJSON {
 	r := reportJSON{SchemaVersion: reportSchema, Key: key, Started: jsonTime(started), Finished: jsonTime(finished),
 		DurationMS: finished.Sub(started).Milliseconds()}
+	r.Command = []string{}
 	if err != nil {
 		code, msg, _ := explain(err)
-		r.Status, r.ExitCode, r.Source, r.Error = "error", code, string(exitcode.SourceIdem), &msg
+		reason := reasonOf(err)
+		r.Status, r.ExitCode, r.Source, r.Error, r.Reason = "error", code, string(exitcode.SourceIdem), &msg, &reason
 		return r
 	}
 	r.Status, r.Replayed, r.Attempts, r.ExitCode = string(res.Status), res.Replayed, res.Attempts, code
 	r.Truncated = res.StdoutTruncated || res.StderrTruncated
 	r.Source = string(res.Source)
+	r.AttemptsRun = res.Ran
+	var reason string
+	switch {
+	case res.Signal != 0:
+		reason = "interrupted"
+	case res.TimedOut && res.Source == exitcode.SourceIdem:
+		reason = "timeout"
+	}
+	if reason != "" {
+		r.Reason = &reason
+	}
+	if res.Replayed && res.Record != nil && !res.Record.Finished.IsZero() {
+		s := jsonTime(res.Record.Finished)
+		r.Recorded = &s
+	}
 	return r
+}
+
+// reasonOf names an error of idem's own for --report: usage, key_reuse,
+// ledger_io, busy, wait_timeout, deadline, interrupted, lease_lost,
+// not_found, not_executable, or internal.
+func reasonOf(err error) string {
+	if ee := (*exitError)(nil); errors.As(err, &ee) && ee.reason != "" {
+		return ee.reason
+	}
+	code, _, _ := explain(err)
+	switch code {
+	case exitcode.Usage:
+		return "usage"
+	case exitcode.DataErr:
+		return "key_reuse"
+	case exitcode.IOErr:
+		return "ledger_io"
+	case exitcode.TempFail:
+		return "busy"
+	case exitcode.CannotExec:
+		return "not_executable"
+	case exitcode.NotFound:
+		return "not_found"
+	}
+	return "internal"
+}
+
+// ledgerDescription names the ledger for --report: an absolute path, or
+// a PostgreSQL DSN without its password; nil when it cannot be named.
+func (a *app) ledgerDescription() *string {
+	loc, err := a.ledgerPath()
+	if err != nil {
+		return nil
+	}
+	s := loc.path
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		q := u.Query()
+		for name := range q {
+			if strings.Contains(strings.ToLower(name), "password") {
+				q.Del(name)
+			}
+		}
+		u.RawQuery = q.Encode()
+		s = u.String()
+	} else if abs, err := filepath.Abs(s); err == nil {
+		s = abs
+	}
+	return &s
 }
 
 // writeAtomic replaces path with data: a temporary file in the same

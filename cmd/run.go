@@ -86,7 +86,9 @@ build one from arbitrary parts with 'idem key'.`,
 			started := time.Now()
 			res, code, err := runRun(c.Context(), a, o)
 			if o.report != "" {
-				writeReport(a, o.report, buildReport(o.Key, res, code, err, started, time.Now()))
+				r := buildReport(o.Key, res, code, err, started, time.Now())
+				r.Ledger, r.Command = a.ledgerDescription(), o.Argv
+				writeReport(a, o.report, r)
 			}
 			if err != nil {
 				return err
@@ -315,7 +317,7 @@ func runError(err error, o runner.Options) error {
 		return mismatchError(mismatch.Record, o.Argv)
 	case errors.As(err, &busy):
 		rec := busy.Record
-		return &exitError{code: exitcode.TempFail,
+		return &exitError{code: exitcode.TempFail, reason: "busy",
 			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
 				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
@@ -323,16 +325,16 @@ func runError(err error, o runner.Options) error {
 		return startError(start)
 	case errors.As(err, &waited):
 		rec := waited.Record
-		why := "--wait-timeout " + o.WaitTimeout.String()
+		why, reason := "--wait-timeout "+o.WaitTimeout.String(), "wait_timeout"
 		if waited.Deadline {
-			why = "--deadline " + o.Deadline.String()
+			why, reason = "--deadline "+o.Deadline.String(), "deadline"
 		}
-		return &exitError{code: exitcode.TempFail,
+		return &exitError{code: exitcode.TempFail, reason: reason,
 			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
 				why, rec.Key, rec.Owner.Host, rec.Owner.PID, rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait longer"}
 	case errors.As(err, &late):
-		return &exitError{code: exitcode.TempFail,
+		return &exitError{code: exitcode.TempFail, reason: "deadline",
 			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.Deadline, late.Key),
 			hint: "retry later, or allow a longer --deadline"}
 	case errors.As(err, &intr):
@@ -341,13 +343,13 @@ func runError(err error, o runner.Options) error {
 			msg = fmt.Sprintf("interrupted by %s while waiting for key %q; nothing ran and the record was not touched",
 				signalName(intr.Signal), intr.Key)
 		}
-		return &exitError{code: exitcode.Signaled(int(intr.Signal)), msg: msg}
+		return &exitError{code: exitcode.Signaled(int(intr.Signal)), msg: msg, reason: "interrupted"}
 	case errors.Is(err, ledger.ErrLeaseLost):
 		what := "its result was not recorded"
 		if errors.As(err, &lost) && lost.Stopped {
 			what = "the command was stopped and nothing was recorded"
 		}
-		return &exitError{code: exitcode.TempFail,
+		return &exitError{code: exitcode.TempFail, reason: "lease_lost",
 			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
 			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
 	case errors.As(err, &lapsed):

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,5 +124,76 @@ func TestREADMEInstall(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "go install .") {
 		t.Error("README does not show 'go install .' from a clone")
+	}
+}
+
+// TestREADMEReportSchema: the README documents exactly the fields an
+// `idem run --report` file has, its example has them all, and both name
+// the schema version idem writes.
+func TestREADMEReportSchema(t *testing.T) {
+	root := moduleRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "### `idem run --report FILE`")
+	if start < 0 {
+		t.Fatal("README has no --report section")
+	}
+	section := text[start+1:]
+	section = section[:strings.Index(section, "\n### ")]
+
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.json")
+	run(t, clean([]string{"IDEM_LEDGER=" + filepath.Join(dir, "ledger.db")}, idemBin(t),
+		"run", "--key", "readme:report", "--report", report, "--", "/bin/true")).expect(0)
+	var got map[string]any
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+
+	block := regexp.MustCompile("(?s)```json\n(.*?)```").FindStringSubmatch(section)
+	if block == nil {
+		t.Fatal("the --report section has no JSON example")
+	}
+	var example map[string]any
+	if err := json.Unmarshal([]byte(block[1]), &example); err != nil {
+		t.Fatalf("the --report example is not JSON: %v", err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| ([^|]+) \\|").FindAllStringSubmatch(section, -1) {
+		for _, f := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(m[1], -1) {
+			documented[f[1]] = true
+		}
+	}
+	for k := range got {
+		if !documented[k] {
+			t.Errorf("report field %q is not in the README's table", k)
+		}
+		if _, ok := example[k]; !ok {
+			t.Errorf("report field %q is not in the README's example", k)
+		}
+	}
+	for k := range documented {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the README's table documents %q, which a report does not have", k)
+		}
+	}
+	for k := range example {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the README's example has %q, which a report does not have", k)
+		}
+	}
+	v := fmt.Sprint(got["schema_version"])
+	if fmt.Sprint(example["schema_version"]) != v {
+		t.Errorf("the README's example has schema_version %v, idem writes %s", example["schema_version"], v)
+	}
+	if !strings.Contains(section, "| `schema_version` | "+v+";") {
+		t.Errorf("the README's table does not give schema_version %s", v)
 	}
 }
