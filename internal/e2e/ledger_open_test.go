@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -68,4 +70,45 @@ func TestSpoolOnATerminalSaysSo(t *testing.T) {
 		t.Fatalf("idem: %v; terminal: %q", p.exitStatus, screen())
 	}
 	until(t, "the command's output", func() bool { return strings.Count(screen(), "typed") >= 2 }) // echoed, then printed
+}
+
+// TestRetryAfterFileReclaimed: the IDEM_RETRY_AFTER file of a run killed
+// with SIGKILL (which cannot clean up) is removed by the next run, and a
+// run that ends removes its own: nothing piles up in the temporary
+// directory.
+func TestRetryAfterFileReclaimed(t *testing.T) {
+	dir := t.TempDir()
+	tmp := mkdir(t, filepath.Join(dir, "tmp"), 0o700)
+	env := []string{"TMPDIR=" + tmp, "IDEM_LEDGER=" + filepath.Join(dir, "ledger.db")}
+	named := filepath.Join(dir, "named")
+	p := run(t, clean(env, idemBin(t), "run", "--key", "retry-after:killed", "--",
+		"/bin/sh", "-c", `echo "$IDEM_RETRY_AFTER" > "$0"; kill -9 $PPID; sleep 5`, named))
+	if p.signal != syscall.SIGKILL {
+		t.Fatalf("the kill did not happen: %v", p)
+	}
+	b, err := os.ReadFile(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(left, tmp+"/") {
+		t.Fatalf("IDEM_RETRY_AFTER %q is not under TMPDIR %s", left, tmp)
+	}
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("the killed run's file is not there to reclaim: %v", err)
+	}
+	run(t, clean(env, idemBin(t), "run", "--key", "retry-after:next", "--", "/bin/true")).expect(0)
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the next run did not reclaim %s: %v", left, err)
+	}
+	var files []string
+	filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if len(files) != 0 {
+		t.Errorf("files left in TMPDIR: %q", files)
+	}
 }

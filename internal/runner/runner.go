@@ -412,9 +412,8 @@ func (e *attemptEnd) source() exitcode.Source {
 
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
 	r, o := inv.r, inv.o
-	if f, err := os.CreateTemp("", "idem-retry-after-*"); err == nil {
-		f.Close()
-		inv.retryAfter = f.Name()
+	if name, err := newRetryAfterFile(); err == nil {
+		inv.retryAfter = name
 		defer os.Remove(inv.retryAfter)
 	}
 	var last *attemptEnd // the previous attempt of this invocation
