@@ -28,8 +28,44 @@ const (
 	maxPurgePause = 100 * time.Millisecond
 )
 
-// List implements Ledger.
+// List implements Ledger, over Each.
 func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Record, error) {
+	return ledger.Collect(ctx, f, s.Each)
+}
+
+// Each implements Ledger: ledger.EachPaged over keyset pages, each one
+// SELECT (its own short read) that starts after the last record of the
+// page before. The order and the page boundary are the records_outcome
+// index's (records_status_outcome's for one status), so a page costs what
+// it returns.
+func (s *Ledger) Each(ctx context.Context, f ledger.ListFilter, fn func(*ledger.Record) error) error {
+	return ledger.EachPaged(ctx, f, s.page1, fn)
+}
+
+// page1 reads one page of Each for a filter with at most one status.
+func (s *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int) ([]*ledger.Record, error) {
+	q, args, err := pageQuery(f, after, n)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	defer rows.Close()
+	out := make([]*ledger.Record, 0, n)
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.wrap("list", err)
+		}
+		out = append(out, r)
+	}
+	return out, s.wrap("list", rows.Err())
+}
+
+// pageQuery is the statement of one page of Each.
+func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -37,7 +73,7 @@ func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Recor
 	if len(f.Statuses) > 0 {
 		c, a, err := statusIn(f.Statuses)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		where, args = append(where, c), append(args, a...)
 	}
@@ -47,30 +83,110 @@ func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Recor
 	if !f.Since.IsZero() {
 		where, args = append(where, outcomeMS+` >= ?`), append(args, f.Since.UnixMilli())
 	}
+	if after != nil {
+		where = append(where, `(`+outcomeMS+`, rowid) < (?, ?)`)
+		args = append(args, after.Outcome.UnixMilli(), after.Seq)
+	}
 	q := `SELECT ` + recordColumns + ` FROM records`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	// rowid breaks ties in the index's own order, so no sort is needed.
-	q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC`
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
-	rows, err := s.conn.QueryContext(ctx, q, args...)
+	q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC LIMIT ?`
+	return q, append(args, n), nil
+}
+
+// Metrics implements Ledger, in one read transaction: one pass over the
+// records for the counts and counters, one over the succeeded ones (by
+// the status index) for the groups, whose rows SQLite hands over one at a
+// time in group order.
+func (s *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledger.Metrics, error) {
+	tx, err := s.conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, s.wrap("list", err)
+		return nil, s.wrap("metrics", err)
+	}
+	defer tx.Rollback()
+	m, err := metrics(ctx, tx, req, s.Now())
+	return m, s.wrap("metrics", err)
+}
+
+func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now time.Time) (*ledger.Metrics, error) {
+	m := &ledger.Metrics{Now: now, Records: map[ledger.Status]int64{}}
+	nowMS := now.UnixMilli()
+	rows, err := tx.QueryContext(ctx, `SELECT status, coalesce(expires_ms <= ?, 0), count(*),
+		sum(status = 'in_progress' AND lease_expires_ms <= ?), min(CASE WHEN status = 'in_progress' THEN started_ms END),
+		`+sumColumns("")+` FROM records GROUP BY 1, 2`, nowMS, nowMS)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
-	var out []*ledger.Record
 	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, s.wrap("list", err)
+		var (
+			st       ledger.Status
+			expired  bool
+			n, stuck int64
+			oldest   sql.NullInt64
+			c        ledger.Counters
+		)
+		if err := rows.Scan(append([]any{&st, &expired, &n, &stuck, &oldest}, c.Fields()...)...); err != nil {
+			return nil, err
 		}
-		out = append(out, r)
+		m.Counters.Add(c)
+		if expired {
+			m.Expired += n
+			continue
+		}
+		m.Records[st] += n
+		m.Stuck += stuck
+		if oldest.Valid && (m.OldestInProgress.IsZero() || oldest.Int64 < m.OldestInProgress.UnixMilli()) {
+			m.OldestInProgress = time.UnixMilli(oldest.Int64)
+		}
 	}
-	return out, s.wrap("list", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	var c ledger.Counters
+	if err := tx.QueryRowContext(ctx, `SELECT `+sumColumns("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
+		return nil, err
+	}
+	m.Counters.Add(c)
+	grp := `CASE WHEN instr(key, ?1) > 0 THEN substr(key, 1, instr(key, ?1) - 1) ELSE key END`
+	rows, err = tx.QueryContext(ctx, `SELECT `+grp+`, max(finished_ms) FROM records WHERE status = 'succeeded'
+		GROUP BY 1 ORDER BY 1`, req.Sep())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			g    string
+			last int64
+		)
+		if err := rows.Scan(&g, &last); err != nil {
+			return nil, err
+		}
+		m.FoldGroups(ledger.GroupSuccess{Group: g, Last: time.UnixMilli(last)}, req.Groups())
+	}
+	return m, rows.Err()
+}
+
+// sumColumns sums the counter columns (of table alias t, when set), 0
+// over no rows.
+func sumColumns(t string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(ledger.CounterColumns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c = strings.TrimSpace(c)
+		if t != "" {
+			c = t + "." + c
+		}
+		b.WriteString("coalesce(sum(" + c + "), 0)")
+	}
+	return b.String()
 }
 
 // statusIn returns `status IN (?, ...)` for valid statuses.
@@ -277,7 +393,7 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		q += ` AND NOT ` + liveSQL
 		args = append(args, nowMS)
 	}
-	q += ` RETURNING key`
+	q += ` RETURNING key, ` + ledger.CounterColumns
 	var n int
 	err = s.write(ctx, "purge", func(tx *sql.Tx) error {
 		n = 0
@@ -286,13 +402,18 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 			return err
 		}
 		gone := make([]string, 0, len(keys))
+		var sum ledger.Counters
 		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
+			var (
+				k string
+				c ledger.Counters
+			)
+			if err := rows.Scan(append([]any{&k}, c.Fields()...)...); err != nil {
 				rows.Close()
 				return err
 			}
 			gone = append(gone, k)
+			sum.Add(c)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -300,6 +421,9 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		}
 		if len(gone) == 0 {
 			return nil
+		}
+		if err := addTotals(ctx, tx, sum, int64(len(gone)), 0); err != nil {
+			return err
 		}
 		g, err := json.Marshal(gone)
 		if err != nil {
