@@ -159,10 +159,10 @@ func writeMetrics(w io.Writer, m *ledger.Metrics) {
 			fmt.Fprintf(&l, `%s="%s"`, labels[i], escapeLabel(labels[i+1]))
 		}
 		if l.Len() > 0 {
-			fmt.Fprintf(w, "%s{%s} %s\n", name, l.String(), strconv.FormatFloat(v, 'g', -1, 64))
+			fmt.Fprintf(w, "%s{%s} %s\n", name, l.String(), strconv.FormatFloat(v, 'f', -1, 64))
 			return
 		}
-		fmt.Fprintf(w, "%s %s\n", name, strconv.FormatFloat(v, 'g', -1, 64))
+		fmt.Fprintf(w, "%s %s\n", name, strconv.FormatFloat(v, 'f', -1, 64))
 	}
 	family("idem_records", "gauge", "Records in the ledger by status, not counting expired ones.")
 	for _, st := range []ledger.Status{ledger.StatusInProgress, ledger.StatusSucceeded, ledger.StatusFailed, ledger.StatusRetryable} {
