@@ -298,11 +298,14 @@ func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// purgePageSQL reads one page of purge candidates, in key order.
+const purgePageSQL = `SELECT key, ` + liveSQL + ` FROM records
+	WHERE key > @cursor::text AND ` + selectorSQL + ` ORDER BY key LIMIT @chunk::bigint`
+
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
 func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
-	rows, err := p.pool.Query(ctx, `SELECT key, `+liveSQL+` FROM records
-		WHERE key > @cursor::text AND `+selectorSQL+` ORDER BY key LIMIT @chunk::bigint`, args)
+	rows, err := p.pool.Query(ctx, purgePageSQL, args)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -33,27 +33,79 @@ func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Recor
 	return ledger.Collect(ctx, f, s.Each)
 }
 
-// Each implements Ledger: ledger.EachPaged over keyset pages, each one
-// SELECT (its own short read) that starts after the last record of the
-// page before. The order and the page boundary are the records_outcome
-// index's (records_status_outcome's for one status), so a page costs what
-// it returns.
+// Each implements Ledger: ledger.EachPaged over keyset pages, each read
+// by short SELECTs of its own that start after the last record of the
+// page before, down the records_outcome index (records_status_outcome's
+// for one status), so that a page costs what it returns. A prefix that
+// few records share is read from the key index instead and sorted: see
+// pageQuery.
 func (s *Ledger) Each(ctx context.Context, f ledger.ListFilter, fn func(*ledger.Record) error) error {
-	return ledger.EachPaged(ctx, f, s.page1, fn)
+	dense := map[ledger.Status]bool{}
+	return ledger.EachPaged(ctx, f, func(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int) ([]*ledger.Record, error) {
+		var st ledger.Status
+		if len(f.Statuses) == 1 {
+			st = f.Statuses[0]
+		}
+		d, ok := dense[st]
+		if !ok && f.Prefix != "" {
+			var err error
+			if d, err = s.densePrefix(ctx, f, n); err != nil {
+				return nil, err
+			}
+			dense[st] = d
+		}
+		return s.page1(ctx, f, after, n, d)
+	}, fn)
 }
 
-// page1 reads one page of Each for a filter with at most one status.
-func (s *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int) ([]*ledger.Record, error) {
-	q, args, err := pageQuery(f, after, n)
-	if err != nil {
-		return nil, err
+// densePrefix reports whether f's prefix (within its status) holds more
+// than probeRows(n) records, counting no further: then walking the
+// outcome index and skipping other keys costs about n·total/matches per
+// page, less than sorting every match of the prefix for each page.
+func (s *Ledger) densePrefix(ctx context.Context, f ledger.ListFilter, n int) (bool, error) {
+	q := `SELECT count(*) FROM (SELECT 1 FROM records WHERE key GLOB ?`
+	args := []any{globPrefix(f.Prefix)}
+	if len(f.Statuses) == 1 {
+		q, args = q+` AND status = ?`, append(args, string(f.Statuses[0]))
 	}
+	var c int
+	err := s.conn.QueryRowContext(ctx, q+` LIMIT ?)`, append(args, probeRows(n))...).Scan(&c)
+	return c >= probeRows(n), s.wrap("list", err)
+}
+
+// probeRows is how many matches of a prefix make it dense for pages of n.
+func probeRows(n int) int { return max(10*n, 10000) }
+
+// page1 reads one page of Each for a filter with at most one status: the
+// records that tie with the cursor's outcome time first, then the older
+// ones, each by an index range (a row-value bound on an expression index
+// would scan it from the top).
+func (s *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int, dense bool) ([]*ledger.Record, error) {
+	out := make([]*ledger.Record, 0, n)
+	for _, part := range []pagePart{partTies, partOlder} {
+		if after == nil && part == partTies {
+			continue
+		}
+		q, args, err := pageQuery(f, after, n-len(out), part, dense)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = s.readPage(ctx, q, args, out); err != nil {
+			return nil, err
+		}
+		if len(out) == n {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Ledger) readPage(ctx context.Context, q string, args []any, out []*ledger.Record) ([]*ledger.Record, error) {
 	rows, err := s.conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.wrap("list", err)
 	}
 	defer rows.Close()
-	out := make([]*ledger.Record, 0, n)
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
@@ -64,12 +116,24 @@ func (s *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.C
 	return out, s.wrap("list", rows.Err())
 }
 
-// pageQuery is the statement of one page of Each.
-func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, []any, error) {
+// pagePart is which records after a cursor a page query reads.
+type pagePart int
+
+const (
+	partTies  pagePart = iota // the cursor's outcome time, older rowids
+	partOlder                 // older outcome times
+)
+
+// pageQuery is one statement of a page of Each. A prefix is a range of
+// the key index unless it is dense, when the outcome index is walked
+// (INDEXED BY: SQLite, without statistics, would take the range and sort
+// the prefix's every record for each page).
+func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int, part pagePart, dense bool) (string, []any, error) {
 	var (
 		where []string
 		args  []any
 	)
+	index := ""
 	if len(f.Statuses) > 0 {
 		c, a, err := statusIn(f.Statuses)
 		if err != nil {
@@ -79,20 +143,37 @@ func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, []any,
 	}
 	if f.Prefix != "" {
 		where, args = append(where, `key GLOB ?`), append(args, globPrefix(f.Prefix))
+		switch {
+		case dense && len(f.Statuses) == 1:
+			index = ` INDEXED BY records_status_outcome`
+		case dense:
+			index = ` INDEXED BY records_outcome`
+		case len(f.Statuses) == 1 && part != partTies:
+			index = ` INDEXED BY records_status_key`
+		}
 	}
 	if !f.Since.IsZero() {
 		where, args = append(where, outcomeMS+` >= ?`), append(args, f.Since.UnixMilli())
 	}
 	if after != nil {
-		where = append(where, `(`+outcomeMS+`, rowid) < (?, ?)`)
-		args = append(args, after.Outcome.UnixMilli(), after.Seq)
+		if part == partTies {
+			where = append(where, outcomeMS+` = ? AND rowid < ?`)
+			args = append(args, after.Outcome.UnixMilli(), after.Seq)
+		} else {
+			where, args = append(where, outcomeMS+` < ?`), append(args, after.Outcome.UnixMilli())
+		}
 	}
-	q := `SELECT ` + recordColumns + ` FROM records`
+	q := `SELECT ` + recordColumns + ` FROM records` + index
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	// rowid breaks ties in the index's own order, so no sort is needed.
-	q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC LIMIT ?`
+	// rowid breaks ties in the index's own order, so no sort is needed
+	// (among ties, SQLite sees that only when told the order is rowid's).
+	if part == partTies {
+		q += ` ORDER BY rowid DESC LIMIT ?`
+	} else {
+		q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC LIMIT ?`
+	}
 	return q, append(args, n), nil
 }
 
@@ -273,7 +354,25 @@ func (s *Ledger) Purge(ctx context.Context, req ledger.PurgeRequest) (*ledger.Pu
 		return nil, err
 	}
 	return ledger.PurgePages(ctx, req, &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
-		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize())})
+		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize()), index: purgeIndex(req.Selector)})
+}
+
+// purgeIndex is the index a purge page reads for sel: pages go in key
+// order, which the key index gives at no cost, but for --expired and
+// --older-than alone it would read every record to find a few; their own
+// index finds the candidates, and sorting them costs what they are.
+// (--status reads records_status_key, in key order within the status, and
+// --prefix a range of the key index: SQLite picks both itself.)
+func purgeIndex(sel ledger.Selector) string {
+	switch {
+	case len(sel.Keys) > 0, sel.Prefix != "", len(sel.Statuses) > 0:
+		return ""
+	case sel.Expired:
+		return ` INDEXED BY records_expires`
+	case sel.OlderThan > 0:
+		return ` INDEXED BY records_outcome`
+	}
+	return ""
 }
 
 // purger is SQLite's ledger.Pager: cond and condArgs are the selector's
@@ -286,6 +385,7 @@ type purger struct {
 	nowMS    int64
 	chunk    int // the request's page size: the most a batch takes
 	batch    int
+	index    string // INDEXED BY clause of the page query, or ""
 }
 
 func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
@@ -294,7 +394,7 @@ func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
 }
 
 func (p *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[string]struct{}, error) {
-	q := `SELECT key, ` + liveSQL + ` FROM records WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`
+	q := `SELECT key, ` + liveSQL + ` FROM records` + p.index + ` WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`
 	args := append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
 	keys, live, err := p.s.page(ctx, q, args)
 	return keys, live, p.s.wrap("purge", err)
