@@ -92,6 +92,8 @@ in the README and stay stable.`,
 	f.BoolVar(&o.stdout, "stdout", false, "with KEY: write the recorded stdout, raw")
 	f.BoolVar(&o.stderr, "stderr", false, "with KEY: write the recorded stderr, raw")
 	f.StringVar(&o.times, "time", "utc", "show times in utc or local (the TZ variable's zone)")
+	f.IntVar(&o.pageSize, "page-size", 0, "records read per query (default 1000)")
+	f.MarkHidden("page-size")
 	c.SetHelpTemplate(exitSection(
 		exitLine{exitcode.OK, "listed, or shown"},
 		exitLine{exitcode.NoRecord, "no record for KEY (or, with --stdout/--stderr, no stored output)"},
@@ -145,7 +147,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	}
 	w := newFlusher(a.stdout)
 	if o.json {
-		return w.done(writeJSONStream(w, each, now))
+		return w.done(writeJSONStream(w, each, now, flushEvery(f)))
 	}
 	fmt.Fprintf(w, "ledger: %s\n", where)
 	t := &streamTable{w: w, paint: statusPainter(a)}
@@ -156,7 +158,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		t.add(r, []string{r.Key, statusCell(r, now), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
 			exitCell(r), strconv.FormatInt(r.Replays, 10), age(now.Sub(r.OutcomeTime())), durationCell(r, now),
 			cut(escapeControls(reason(r), false), reasonWidth)})
-		if len(t.rows) >= flushRows {
+		if n%flushEvery(f) == 0 {
 			return t.flush()
 		}
 		return nil

@@ -14,10 +14,12 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 )
 
-// flushRows is how many rows the listing buffers before it writes them:
-// fewer than a page, so the first rows reach a reader before the second
-// page is read.
+// flushRows is the most rows the listing buffers before it writes them.
 const flushRows = 256
+
+// flushEvery is how many rows the listing buffers: never more than a page,
+// so that each page's rows reach the reader before the next page is read.
+func flushEvery(f ledger.ListFilter) int { return min(flushRows, f.Pages()) }
 
 // reasonWidth is how much of a reason a table cell shows; --json and
 // inspect KEY show it whole.
@@ -109,7 +111,7 @@ func (t *streamTable) flush() error {
 
 // writeJSONStream writes the records each yields as the JSON array that
 // writeJSON would, one element at a time.
-func writeJSONStream(w *flusher, each func(func(*ledger.Record) error) error, now time.Time) error {
+func writeJSONStream(w *flusher, each func(func(*ledger.Record) error) error, now time.Time, every int) error {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -126,7 +128,7 @@ func writeJSONStream(w *flusher, each func(func(*ledger.Record) error) error, no
 		}
 		n++
 		io.WriteString(w, sep+strings.TrimSuffix(b.String(), "\n"))
-		if n%flushRows == 0 {
+		if n%every == 0 {
 			return w.flush()
 		}
 		return w.err
