@@ -51,8 +51,8 @@ ledger's totals when it is purged or expires, so no counter goes down.`,
   # feed node_exporter (its --collector.textfile.directory)
   idem metrics --textfile /var/lib/prometheus/node-exporter/idem.prom
 
-  # keys such as backup/db1/2026-12-02 grouped by their first part
-  idem metrics --group-separator /`,
+  # keys such as backup.db1.2026-12-02 grouped by their first part
+  idem metrics --group-separator .`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return runMetrics(c.Context(), a, o)
@@ -73,7 +73,7 @@ ledger's totals when it is purged or expires, so no counter goes down.`,
 
 func runMetrics(ctx context.Context, a *app, o *metricsOptions) error {
 	if o.separator == "" {
-		return usagef("give a separator such as : or /", "--group-separator must not be empty")
+		return usagef("give a separator such as : or .", "--group-separator must not be empty")
 	}
 	if o.maxGroups < 1 {
 		return usagef("give a positive number", "--max-groups must be at least 1 (got %d)", o.maxGroups)
