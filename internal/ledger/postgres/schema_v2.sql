@@ -49,7 +49,8 @@ CREATE TABLE totals (
     expired         bigint NOT NULL DEFAULT 0
 );
 
--- inspect --status and purge --status, newest first (seq breaks ties).
+-- inspect --status and purge --status, newest first (seq breaks ties). It
+-- costs a run about 50-75 us (its page is written at the reservation and
+-- at the outcome); an index on (status, key) cost 200 us more and was left
+-- out: --status with --prefix reads the prefix's keys instead.
 CREATE INDEX records_status_outcome ON records (status, (coalesce(finished, created)), seq);
--- --status with --prefix: a range of keys within one status.
-CREATE INDEX records_status_key ON records (status, key);

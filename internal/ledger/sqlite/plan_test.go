@@ -68,9 +68,9 @@ func TestListingPlans(t *testing.T) {
 			"SEARCH records USING INDEX records_outcome (<expr>=? AND rowid<?)",
 			"SEARCH records USING INDEX records_outcome (<expr><?)"}},
 		{"status and sparse prefix", ledger.ListFilter{Statuses: failed, Prefix: "evt:"}, false, []string{
-			"SEARCH records USING INDEX records_status_key (status=? AND key>? AND key<?)\nUSE TEMP B-TREE FOR ORDER BY",
+			"SEARCH records USING INDEX sqlite_autoindex_records_1 (key>? AND key<?)\nUSE TEMP B-TREE FOR ORDER BY",
 			"SEARCH records USING INDEX records_status_outcome (status=? AND <expr>=? AND rowid<?)",
-			"SEARCH records USING INDEX records_status_key (status=? AND key>? AND key<?)\nUSE TEMP B-TREE FOR ORDER BY"}},
+			"SEARCH records USING INDEX sqlite_autoindex_records_1 (key>? AND key<?)\nUSE TEMP B-TREE FOR ORDER BY"}},
 		{"status and dense prefix", ledger.ListFilter{Statuses: failed, Prefix: "evt:"}, true, []string{
 			"SEARCH records USING INDEX records_status_outcome (status=?)",
 			"SEARCH records USING INDEX records_status_outcome (status=? AND <expr>=? AND rowid<?)",
@@ -96,31 +96,40 @@ func TestListingPlans(t *testing.T) {
 }
 
 // TestPurgePlans: a purge page reads the selector's own index, never the
-// whole ledger.
+// whole ledger: --expired and --older-than their index, a prefix its range
+// of keys, a rare status the status index, a common one the keys in order
+// (most match).
 func TestPurgePlans(t *testing.T) {
-	l, err := Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	ctx := context.Background()
+	l, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	// Succeeded records enough to make that status dense.
+	if _, err := l.conn.ExecContext(ctx, `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+		INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token, created_ms, started_ms, updated_ms, finished_ms)
+		SELECT printf('fill-%08d', i), 'fp', '[]', 'succeeded', 1, 1, i, 1, 1, 1, 1 FROM s`, probeRows(10)); err != nil {
+		t.Fatal(err)
+	}
+	failed := []ledger.Status{ledger.StatusFailed}
 	for _, tc := range []struct {
 		sel  ledger.Selector
 		want string
 	}{
+		{ledger.Selector{Statuses: []ledger.Status{ledger.StatusSucceeded}}, "SEARCH records USING INDEX sqlite_autoindex_records_1 (key>?)"},
 		{ledger.Selector{Expired: true}, "SEARCH records USING INDEX records_expires (expires_ms<?)\nUSE TEMP B-TREE FOR ORDER BY"},
 		{ledger.Selector{OlderThan: time.Hour}, "SEARCH records USING INDEX records_outcome (<expr><?)\nUSE TEMP B-TREE FOR ORDER BY"},
-		{ledger.Selector{Statuses: []ledger.Status{ledger.StatusFailed}}, "SEARCH records USING INDEX records_status_key (status=? AND key>?)"},
+		{ledger.Selector{Statuses: failed}, "SEARCH records USING INDEX records_status_outcome (status=?)\nUSE TEMP B-TREE FOR ORDER BY"},
 		{ledger.Selector{Prefix: "evt:"}, "SEARCH records USING INDEX sqlite_autoindex_records_1 (key>? AND key<?)"},
-		{ledger.Selector{Prefix: "evt:", Statuses: []ledger.Status{ledger.StatusFailed}},
-			"SEARCH records USING INDEX records_status_key (status=? AND key>? AND key<?)"},
+		{ledger.Selector{Prefix: "evt:", Statuses: failed}, "SEARCH records USING INDEX sqlite_autoindex_records_1 (key>? AND key<?)"},
 		{ledger.Selector{Keys: []string{"evt:a:1234"}}, "SEARCH records USING INDEX sqlite_autoindex_records_1 (key=?)\nLIST SUBQUERY 1\nSCAN json_each VIRTUAL TABLE INDEX 1:"},
 	} {
-		cond, condArgs, err := selectorWhere(tc.sel, 1000)
+		p, err := l.newPurger(ctx, ledger.PurgeRequest{Selector: tc.sel, Chunk: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := `SELECT key, ` + liveSQL + ` FROM records` + purgeIndex(tc.sel) + ` WHERE key > ? AND ` + cond + ` ORDER BY key LIMIT ?`
-		args := append(append([]any{int64(1000), ""}, condArgs...), 10)
+		q, args := p.pageQuery("", 10)
 		if got := plan(t, l, q, args); got != tc.want {
 			t.Errorf("purge %+v: plan\n%s\nwant\n%s", tc.sel, got, tc.want)
 		}

@@ -125,9 +125,9 @@ const (
 )
 
 // pageQuery is one statement of a page of Each. A prefix is a range of
-// the key index unless it is dense, when the outcome index is walked
-// (INDEXED BY: SQLite, without statistics, would take the range and sort
-// the prefix's every record for each page).
+// the key index (sorted: it is few records) unless it is dense, when the
+// outcome index is walked (INDEXED BY: SQLite, without statistics, would
+// take the range and sort the prefix's every record for each page).
 func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int, part pagePart, dense bool) (string, []any, error) {
 	var (
 		where []string
@@ -148,8 +148,11 @@ func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int, part pagePart, 
 			index = ` INDEXED BY records_status_outcome`
 		case dense:
 			index = ` INDEXED BY records_outcome`
-		case len(f.Statuses) == 1 && part != partTies:
-			index = ` INDEXED BY records_status_key`
+		case part != partTies && len(f.Statuses) > 0:
+			// A sparse prefix: its range of the key index, the status
+			// checked on each (the unary + keeps SQLite off the
+			// status index, which would read the whole status).
+			where[0] = `+` + where[0]
 		}
 	}
 	if !f.Since.IsZero() {
@@ -348,21 +351,59 @@ func (s *Ledger) Purge(ctx context.Context, req ledger.PurgeRequest) (*ledger.Pu
 	if req.Selector.Empty() {
 		return nil, ledger.ErrEmptySelector
 	}
+	p, err := s.newPurger(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.PurgePages(ctx, req, p)
+}
+
+// newPurger prepares the pages of a purge: the selector's SQL, and how
+// its pages are read.
+func (s *Ledger) newPurger(ctx context.Context, req ledger.PurgeRequest) (*purger, error) {
 	nowMS := s.Now().UnixMilli()
 	cond, condArgs, err := selectorWhere(req.Selector, nowMS)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.PurgePages(ctx, req, &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
-		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize()), index: purgeIndex(req.Selector)})
+	if len(req.Statuses) > 0 && len(req.Keys) == 0 {
+		dense := req.Prefix != ""
+		if !dense {
+			if dense, err = s.denseStatus(ctx, req.Statuses, req.ChunkSize()); err != nil {
+				return nil, err
+			}
+		}
+		if dense {
+			// Walk the keys (of the prefix), checking the status of each:
+			// most match, or the prefix bounds the walk. The unary + keeps
+			// SQLite off the status index, whose matches it would sort for
+			// every page.
+			cond = strings.Replace(cond, `status IN (`, `+status IN (`, 1)
+		}
+	}
+	return &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
+		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize()), index: purgeIndex(req.Selector)}, nil
+}
+
+// denseStatus reports whether more than probeRows(n) records have one of
+// statuses, counting no further.
+func (s *Ledger) denseStatus(ctx context.Context, statuses []ledger.Status, n int) (bool, error) {
+	c, args, err := statusIn(statuses)
+	if err != nil {
+		return false, err
+	}
+	var count int
+	err = s.conn.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM records WHERE `+c+` LIMIT ?)`,
+		append(args, probeRows(n))...).Scan(&count)
+	return count >= probeRows(n), s.wrap("purge", err)
 }
 
 // purgeIndex is the index a purge page reads for sel: pages go in key
 // order, which the key index gives at no cost, but for --expired and
 // --older-than alone it would read every record to find a few; their own
 // index finds the candidates, and sorting them costs what they are.
-// (--status reads records_status_key, in key order within the status, and
-// --prefix a range of the key index: SQLite picks both itself.)
+// (--prefix is a range of the key index, which SQLite picks itself; for
+// --status, see Purge.)
 func purgeIndex(sel ledger.Selector) string {
 	switch {
 	case len(sel.Keys) > 0, sel.Prefix != "", len(sel.Statuses) > 0:
@@ -394,10 +435,15 @@ func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
 }
 
 func (p *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[string]struct{}, error) {
-	q := `SELECT key, ` + liveSQL + ` FROM records` + p.index + ` WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`
-	args := append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
+	q, args := p.pageQuery(cursor, n)
 	keys, live, err := p.s.page(ctx, q, args)
 	return keys, live, p.s.wrap("purge", err)
+}
+
+// pageQuery is the statement of the page of n candidates after cursor.
+func (p *purger) pageQuery(cursor string, n int) (string, []any) {
+	return `SELECT key, ` + liveSQL + ` FROM records` + p.index + ` WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`,
+		append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
 }
 
 func (p *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {

@@ -46,6 +46,7 @@ CREATE TABLE totals (
 );
 
 -- inspect --status and purge --status, newest first (rowid breaks ties).
+-- It costs a run about 50-75 us (its page is written at the reservation
+-- and at the outcome); an index on (status, key) cost 200 us more and was
+-- left out: --status with --prefix reads the prefix's keys instead.
 CREATE INDEX records_status_outcome ON records (status, coalesce(finished_ms, created_ms));
--- --status with --prefix: a range of keys within one status.
-CREATE INDEX records_status_key ON records (status, key);
