@@ -178,7 +178,7 @@ func writeMetrics(w io.Writer, m *ledger.Metrics) {
 		oldest = max(m.Now.Sub(m.OldestInProgress).Seconds(), 0)
 	}
 	sample("idem_in_progress_oldest_age_seconds", oldest)
-	family("idem_last_success_timestamp_seconds", "gauge", "When a key group last succeeded (Unix time); groups past --max-groups are summed up as group \"other\".")
+	family("idem_last_success_timestamp_seconds", "gauge", "When a key group last succeeded (Unix time); groups past --max-groups are reported together as group \"other\", with the latest of their times.")
 	for _, g := range m.LastSuccess {
 		sample("idem_last_success_timestamp_seconds", unixSeconds(g), "group", g.Group)
 	}

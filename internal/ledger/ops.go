@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // TailMax is how much of the end of an attempt's stderr is kept with the
@@ -32,7 +33,7 @@ func LastLine(tail []byte) string {
 		line := bytes.TrimSpace(tail[i+1:])
 		if len(line) > 0 {
 			if len(line) > ReasonMax {
-				line = line[:ReasonMax]
+				line = cutRune(line[:ReasonMax])
 			}
 			// A text column takes valid UTF-8 without NUL (PostgreSQL).
 			return strings.ToValidUTF8(strings.ReplaceAll(string(line), "\x00", "\uFFFD"), "\uFFFD")
@@ -43,6 +44,20 @@ func LastLine(tail []byte) string {
 		tail = tail[:i]
 	}
 	return ""
+}
+
+// cutRune drops the first bytes of a rune that a cut at the end of b left
+// incomplete.
+func cutRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // Counters are counts that only grow: each record keeps its own (written
