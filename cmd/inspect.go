@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,9 @@ type inspectOptions struct {
 	json     bool
 	stdout   bool
 	stderr   bool
+	times    string
+	loc      *time.Location
+	pageSize int // records per page of the listing; 0: the ledger's default
 }
 
 func newInspectCmd(a *app) *cobra.Command {
@@ -33,12 +37,21 @@ func newInspectCmd(a *app) *cobra.Command {
 		Short: "List recent records, or show one key with its attempt history",
 		Long: `Without KEY, list the ledger's records, newest outcome first (a record in
 progress counts from its creation): key, status, attempts used of the budget,
-last exit code, replays (duplicates suppressed), age and run time.
+last exit code, replays (duplicates suppressed), age, run time and, last,
+why a failed or retryable record failed: idem's own reason (timeout,
+signal, abandoned, budget spent) or "exit N:" and the last line its
+command wrote to stderr. The list streams: it is read a page at a time,
+so a ledger of millions of records prints at once in constant memory.
 
-With KEY, show that record: its command, fingerprint, lease owner while in
-progress, expiry, replays and every attempt (start, run time, exit code,
-class, delay before the next). --stdout and --stderr write the recorded
+With KEY, show that record: its command, working directory and user,
+fingerprint, lease owner while in progress, expiry, replays, the end of its
+stderr (for a failed or retryable record; control characters escaped) and
+every attempt (start, run time, exit code, class, delay before the next,
+the last line of its own stderr). --stdout and --stderr write the recorded
 output byte for byte instead.
+
+Times are shown in UTC; --time local shows them in the local time zone
+(TZ=Europe/Paris idem inspect --time local KEY).
 
 --json prints the same as JSON (an array without KEY, an object with it);
 times are RFC 3339 in UTC, durations in milliseconds. The fields are listed
@@ -55,6 +68,14 @@ in the README and stay stable.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeKeys(a, 1),
 		RunE: func(c *cobra.Command, args []string) error {
+			switch o.times {
+			case "utc":
+				o.loc = time.UTC
+			case "local":
+				o.loc = time.Local
+			default:
+				return usagef("use --time utc or --time local", "invalid --time %q", o.times)
+			}
 			if len(args) == 1 {
 				return runInspectKey(c.Context(), a, o, c.Flags().Changed, args[0])
 			}
@@ -70,6 +91,9 @@ in the README and stay stable.`,
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.BoolVar(&o.stdout, "stdout", false, "with KEY: write the recorded stdout, raw")
 	f.BoolVar(&o.stderr, "stderr", false, "with KEY: write the recorded stderr, raw")
+	f.StringVar(&o.times, "time", "utc", "show times in utc or local (the TZ variable's zone)")
+	f.IntVar(&o.pageSize, "page-size", 0, "records read per query (default 1000)")
+	f.MarkHidden("page-size")
 	c.SetHelpTemplate(exitSection(
 		exitLine{exitcode.OK, "listed, or shown"},
 		exitLine{exitcode.NoRecord, "no record for KEY (or, with --stdout/--stderr, no stored output)"},
@@ -99,14 +123,15 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 			return err
 		}
 	}
+	f.PageSize = o.pageSize
 	var (
-		recs  []*ledger.Record
+		l     ledger.Ledger
 		where string
 		nl    *noLedgerError
 	)
-	switch l, err := a.openExistingLedger(ctx, true); {
+	switch l, err = a.openExistingLedger(ctx, true); {
 	case errors.As(err, &nl):
-		where = nl.path + " (not created yet)"
+		where, l = nl.path+" (not created yet)", nil
 		if h := nl.hint(); h != "" && !o.json {
 			a.ui.noticef("%s", h)
 		}
@@ -115,36 +140,44 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	default:
 		defer l.Close()
 		where = l.Describe()
-		if recs, err = l.List(ctx, f); err != nil {
-			return err
-		}
 	}
 	now := time.Now()
+	each := func(fn func(*ledger.Record) error) error {
+		if l == nil {
+			return nil
+		}
+		return l.Each(ctx, f, fn)
+	}
+	w := newFlusher(a.stdout)
 	if o.json {
-		out := make([]recordJSON, len(recs))
-		for i, r := range recs {
-			out[i] = toRecordJSON(r, now)
-		}
-		return writeJSON(a.stdout, out)
+		return w.done(writeJSONStream(w, each, now, flushEvery(f)))
 	}
-	fmt.Fprintf(a.stdout, "ledger: %s\n", where)
-	if len(recs) == 0 {
-		fmt.Fprintln(a.stdout, "no records")
+	fmt.Fprintf(w, "ledger: %s\n", where)
+	t := &streamTable{w: w, paint: statusPainter(a)}
+	t.add(nil, []string{"KEY", "STATUS", "ATTEMPTS", "EXIT", "REPLAYS", "AGE", "DURATION", "REASON"})
+	n := 0
+	err = each(func(r *ledger.Record) error {
+		n++
+		t.add(r, []string{r.Key, statusCell(r, now), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
+			exitCell(r), strconv.FormatInt(r.Replays, 10), age(now.Sub(r.OutcomeTime())), durationCell(r, now),
+			cut(escapeControls(reason(r), false), reasonWidth)})
+		if n%flushEvery(f) == 0 {
+			return t.flush()
+		}
 		return nil
-	}
-	rows := [][]string{{"KEY", "STATUS", "ATTEMPTS", "EXIT", "REPLAYS", "AGE", "DURATION"}}
-	for _, r := range recs {
-		rows = append(rows, []string{r.Key, statusCell(r, now), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
-			exitCell(r), strconv.FormatInt(r.Replays, 10), age(now.Sub(r.OutcomeTime())), durationCell(r, now)})
-	}
-	paint := statusPainter(a)
-	writeTable(a.stdout, rows, func(row, col int, cell string) string {
-		if row == 0 || col != 1 {
-			return cell
-		}
-		return paint(recs[row-1].Status, cell)
 	})
-	if o.limit > 0 && len(recs) == o.limit {
+	if err != nil {
+		return w.done(err)
+	}
+	if n == 0 {
+		t.rows = nil
+		fmt.Fprintln(w, "no records")
+		return w.done(nil)
+	}
+	if err := w.done(t.flush()); err != nil {
+		return err
+	}
+	if o.limit > 0 && n == o.limit {
 		a.ui.noticef("showing the newest %d records; --limit 0 shows all", o.limit)
 	}
 	return nil
@@ -194,13 +227,13 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	now := time.Now()
 	if o.json {
 		d := detailJSON{recordJSON: toRecordJSON(r, now), StdoutBytes: len(r.Stdout), StderrBytes: len(r.Stderr),
-			History: make([]attemptJSON, len(hist))}
+			History: make([]attemptJSON, len(hist)), StderrTail: stderrTailJSON(r, hist)}
 		for i, h := range hist {
 			d.History[i] = toAttemptJSON(h)
 		}
 		return writeJSON(a.stdout, d)
 	}
-	showRecord(a, l.Describe(), r, hist, now)
+	showRecord(a, l.Describe(), r, hist, now, o.loc)
 	return nil
 }
 
@@ -222,8 +255,9 @@ func writeOutput(a *app, r *ledger.Record, stdout bool) error {
 	return nil
 }
 
-func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, now time.Time) {
+func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, now time.Time, loc *time.Location) {
 	paint := statusPainter(a)
+	stamp := func(t, now time.Time) string { return stampIn(t, now, loc) }
 	var rows [][]string
 	add := func(k, v string) { rows = append(rows, []string{k + ":", v}) }
 	add("ledger", where)
@@ -232,7 +266,13 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	if r.HasExit {
 		add("exit code", fmt.Sprintf("%d (from %s)", r.ExitCode, r.ExitSource))
 	}
+	if why := reason(r); why != "" {
+		add("reason", escapeControls(why, false))
+	}
 	add("command", quoteArgv(r.Command))
+	if r.Cwd != "" || r.User != "" {
+		add("ran in", fmt.Sprintf("%s as %s", orDash(r.Cwd), orDash(r.User)))
+	}
 	add("fingerprint", r.Fingerprint)
 	add("attempts", fmt.Sprintf("%d of %d", r.Attempts, r.MaxAttempts))
 	add("created", stamp(r.Created, now))
@@ -271,12 +311,23 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 		add("output", fmt.Sprintf("stdout %s, stderr %s", bytesNote(len(r.Stdout), r.StdoutTruncated), bytesNote(len(r.Stderr), r.StderrTruncated)))
 	}
 	writeTable(a.stdout, rows, nil)
+	if tail, total, ok := stderrTail(r, hist); ok && (r.Status == ledger.StatusFailed || r.Status == ledger.StatusRetryable) {
+		fmt.Fprintln(a.stdout)
+		if len(tail) < total {
+			fmt.Fprintf(a.stdout, "stderr, last %s of %s (all of it: idem inspect --stderr %s):\n", size(int64(len(tail))), size(int64(total)), r.Key)
+		} else {
+			fmt.Fprintf(a.stdout, "stderr (%s):\n", size(int64(total)))
+		}
+		for _, line := range strings.Split(strings.TrimRight(escapeControls(string(tail), true), "\n"), "\n") {
+			fmt.Fprintf(a.stdout, "  | %s\n", line)
+		}
+	}
 	fmt.Fprintln(a.stdout)
 	if len(hist) == 0 {
 		fmt.Fprintln(a.stdout, "no attempts recorded")
 		return
 	}
-	rows = [][]string{{"ATTEMPT", "STARTED", "DURATION", "EXIT", "CLASS", "DELAY", "HOST", "PID"}}
+	rows = [][]string{{"ATTEMPT", "STARTED", "DURATION", "EXIT", "CLASS", "DELAY", "HOST", "PID", "STDERR"}}
 	for _, h := range hist {
 		dur, code, class, delay := "running", "-", "-", "-"
 		if !h.Ended.IsZero() {
@@ -291,10 +342,15 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 		if h.Delay > 0 {
 			delay = span(h.Delay)
 		}
-		rows = append(rows, []string{strconv.Itoa(h.N), h.Started.UTC().Format(timeFormat), dur, code, class, delay,
-			h.Host, strconv.Itoa(h.PID)})
+		rows = append(rows, []string{strconv.Itoa(h.N), h.Started.In(loc).Format(timeFormat), dur, code, class, delay,
+			h.Host, strconv.Itoa(h.PID), cut(escapeControls(ledger.LastLine(h.StderrTail), false), reasonWidth)})
 	}
-	writeTable(a.stdout, rows, nil)
+	// The last column is often empty: no line ends in spaces.
+	var b strings.Builder
+	writeTable(&b, rows, nil)
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		io.WriteString(a.stdout, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
+	}
 }
 
 func statusCell(r *ledger.Record, now time.Time) string {

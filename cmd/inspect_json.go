@@ -35,6 +35,11 @@ type recordJSON struct {
 	StdoutTruncated bool       `json:"stdout_truncated"`
 	StderrTruncated bool       `json:"stderr_truncated"`
 	Owner           *ownerJSON `json:"owner"`
+	Class           *string    `json:"class"`
+	Reason          *string    `json:"reason"`
+	StderrLastLine  *string    `json:"stderr_last_line"`
+	Cwd             *string    `json:"cwd"`
+	User            *string    `json:"user"`
 }
 
 // ownerJSON is the lease holder of an in_progress record.
@@ -52,6 +57,7 @@ type detailJSON struct {
 	recordJSON
 	StdoutBytes int           `json:"stdout_bytes"`
 	StderrBytes int           `json:"stderr_bytes"`
+	StderrTail  *string       `json:"stderr_tail"`
 	History     []attemptJSON `json:"history"`
 }
 
@@ -67,6 +73,7 @@ type attemptJSON struct {
 	ExitCode   *int    `json:"exit_code"`
 	Class      *string `json:"class"`
 	DelayMS    int64   `json:"delay_ms"`
+	StderrTail *string `json:"stderr_tail"`
 }
 
 func jsonTime(t time.Time) string { return t.UTC().Format(timeFormat) }
@@ -99,6 +106,8 @@ func toRecordJSON(r *ledger.Record, now time.Time) recordJSON {
 	if r.TTL > 0 {
 		j.TTLMS = ptr(r.TTL.Milliseconds())
 	}
+	j.Class, j.StderrLastLine, j.Cwd, j.User = nonEmpty(r.Class), nonEmpty(r.Reason), nonEmpty(r.Cwd), nonEmpty(r.User)
+	j.Reason = nonEmpty(reason(r))
 	if r.Status == ledger.StatusInProgress {
 		o := &ownerJSON{Host: r.Owner.Host, PID: r.Owner.PID, Token: r.Token, LeaseExpires: jsonTime(r.LeaseExpiry),
 			LeaseExpired: !r.Live(now, nil)}
@@ -122,7 +131,18 @@ func toAttemptJSON(h ledger.Attempt) attemptJSON {
 	if h.Class != "" {
 		j.Class = ptr(h.Class)
 	}
+	if h.StderrTail != nil {
+		j.StderrTail = ptr(string(h.StderrTail))
+	}
 	return j
+}
+
+// nonEmpty is s, or null when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // writeJSON prints v indented, with a final newline, leaving <, > and &

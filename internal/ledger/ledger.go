@@ -85,7 +85,10 @@ type Owner struct {
 
 // Record is one key's entry in the ledger.
 type Record struct {
-	Key         string
+	Key string
+	// Seq is the record's place in insertion order: it breaks ties of
+	// outcome time in List's order.
+	Seq         int64
 	Fingerprint string
 	Command     []string
 	Status      Status
@@ -111,6 +114,18 @@ type Record struct {
 	Stdout, Stderr  []byte // filled only where a method says so
 	StdoutTruncated bool
 	StderrTruncated bool
+
+	// Class is the class of the attempt that set ExitCode ("" before any
+	// ended, and on records written before it was kept).
+	Class string
+	// Reason is the last non-empty line of that attempt's stderr, cut to
+	// ReasonMax bytes ("" when it printed none, or with --no-output).
+	Reason string
+	// Cwd and User are the working directory and the user name of the
+	// invocation that reserved the record last ("" when unknown).
+	Cwd, User string
+	// Counters are the record's share of the ledger's counters.
+	Counters Counters
 }
 
 // Expired reports whether r counts as absent at now.
@@ -152,6 +167,10 @@ type Attempt struct {
 	HasExit  bool
 	Class    string
 	Delay    time.Duration // backoff before the next attempt
+	// StderrTail is the end of the attempt's stderr, at most TailMax bytes
+	// (nil: none stored: --no-output, or an attempt that is running or
+	// was abandoned).
+	StderrTail []byte
 }
 
 // Snapshot is the part of a record a reservation changes; Release puts it back.
@@ -177,6 +196,9 @@ type ReserveRequest struct {
 	// OwnerDead reports whether the holder of an in_progress record is known
 	// to be gone (same host, process dead). Nil: only lease expiry frees a row.
 	OwnerDead func(Owner) bool
+	// Cwd and User say where and as whom the command runs, so that a person
+	// can run it again by hand; a reservation that runs records them.
+	Cwd, User string
 }
 
 // Outcome says what Reserve decided.
@@ -222,6 +244,23 @@ type FinishRequest struct {
 	Stdout, Stderr  []byte
 	StdoutTruncated bool
 	StderrTruncated bool
+	// StderrTail is the end of the last attempt's stderr (see Tail); it
+	// is stored with the attempt, and its last line as Record.Reason,
+	// unless OutputStored is false.
+	StderrTail []byte
+}
+
+// AttemptEnd is what EndAttempt records of a transient attempt before a
+// backoff.
+type AttemptEnd struct {
+	Key       string
+	Token     int64
+	AttemptID int64
+	ExitCode  int
+	Class     string
+	Delay     time.Duration
+	// StderrTail is the end of the attempt's stderr (nil with --no-output).
+	StderrTail []byte
 }
 
 // Output is what Finish stores as stdout and stderr: nothing (NULL) with
@@ -231,6 +270,20 @@ func (r FinishRequest) Output() (stdout, stderr []byte) {
 		return nil, nil
 	}
 	return NonNil(r.Stdout), NonNil(r.Stderr)
+}
+
+// Tail is the stderr tail Finish stores: nil with --no-output, else the
+// end of StderrTail, or of Stderr when StderrTail is nil (empty, not nil,
+// when the command printed nothing).
+func (r FinishRequest) Tail() []byte {
+	if !r.OutputStored {
+		return nil
+	}
+	t := r.StderrTail
+	if t == nil {
+		t = r.Stderr // the end of what was captured
+	}
+	return NonNil(Tail(t))
 }
 
 // Landed reports whether rec, read afresh (with err) after this Finish
@@ -261,7 +314,7 @@ type Ledger interface {
 	// Renew extends the lease to now+lease.
 	Renew(ctx context.Context, key string, token int64, lease time.Duration) error
 	// EndAttempt records a transient attempt before a backoff.
-	EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error
+	EndAttempt(ctx context.Context, end AttemptEnd) error
 	// StartAttempt starts the next attempt and renews the lease.
 	StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (n int, attemptID int64, err error)
 	// Finish records the outcome durably.
@@ -277,6 +330,15 @@ type Ledger interface {
 	// (an in_progress record counts from its creation). Expired records
 	// are included: Record.Expired tells them apart.
 	List(ctx context.Context, f ListFilter) ([]*Record, error)
+	// Each calls fn with the records List would return, in its order, as
+	// it reads them: in pages of f.PageSize records, each read by a short
+	// statement of its own, so that memory stays bounded and no read
+	// stays open while fn runs. It stops at fn's first error and returns
+	// it.
+	Each(ctx context.Context, f ListFilter, fn func(*Record) error) error
+	// Metrics reads the ledger's gauges and counters (see Metrics) in
+	// constant memory.
+	Metrics(ctx context.Context, req MetricsRequest) (*Metrics, error)
 	// Purge removes the records req selects, with their attempt history,
 	// in chunks of short write transactions. Live in_progress records are
 	// kept unless req.Force. A selector that selects nothing returns
@@ -326,6 +388,20 @@ type ListFilter struct {
 	// or after it.
 	Since time.Time
 	Limit int // at most this many; 0: no limit
+	// PageSize is how many records Each reads per statement; 0:
+	// DefaultPageSize.
+	PageSize int
+}
+
+// DefaultPageSize is how many records Each reads per statement.
+const DefaultPageSize = 1000
+
+// Pages is f.PageSize, or DefaultPageSize when it is not set.
+func (f ListFilter) Pages() int {
+	if f.PageSize <= 0 {
+		return DefaultPageSize
+	}
+	return f.PageSize
 }
 
 // Selector chooses records for Purge: those that match every condition it

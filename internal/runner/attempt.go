@@ -31,7 +31,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	r, o := inv.r, inv.o
 	end := &attemptEnd{}
 	if !o.NoOutput {
-		end.stdout, end.stderr = newCapture(o.MaxOutput), newCapture(o.MaxOutput)
+		end.stdout, end.stderr = newCapture(o.MaxOutput), newTailCapture(o.MaxOutput)
 	}
 	live := o.Stdout
 	if o.StdoutMode == StdoutFinal {

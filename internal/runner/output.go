@@ -6,17 +6,60 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
-// capture keeps the first max bytes written to it and notes whether more came.
+// capture keeps the first max bytes written to it and notes whether more
+// came. A capture made by newTailCapture also keeps the last
+// ledger.TailMax bytes past max, so that the end of a long stderr, where a
+// failing command says why, is known whatever was cut.
 type capture struct {
 	buf       []byte
 	max       int64
 	truncated bool
+	keepTail  bool
+	tail      []byte // with keepTail: the end of what came past max
 }
 
 func newCapture(max int64) *capture {
 	return &capture{max: max}
+}
+
+func newTailCapture(max int64) *capture {
+	return &capture{max: max, keepTail: true}
+}
+
+// Tail returns the last ledger.TailMax bytes written (nil for a nil
+// capture: nothing is stored).
+func (c *capture) Tail() []byte {
+	if c == nil {
+		return nil
+	}
+	if len(c.tail) == 0 {
+		return ledger.NonNil(ledger.Tail(c.buf))
+	}
+	if len(c.tail) >= ledger.TailMax {
+		return ledger.Tail(c.tail)
+	}
+	head := ledger.Tail(c.buf)
+	head = head[max(0, len(head)-(ledger.TailMax-len(c.tail))):]
+	return append(append([]byte{}, head...), c.tail...)
+}
+
+// keep adds p, which came past max, to the tail.
+func (c *capture) keep(p []byte) {
+	if !c.keepTail || len(p) == 0 {
+		return
+	}
+	if len(p) >= ledger.TailMax {
+		c.tail = append(c.tail[:0], p[len(p)-ledger.TailMax:]...)
+		return
+	}
+	if over := len(c.tail) + len(p) - 2*ledger.TailMax; over > 0 {
+		c.tail = append(c.tail[:0], c.tail[over:]...)
+	}
+	c.tail = append(c.tail, p...)
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -28,11 +71,13 @@ func (c *capture) Write(p []byte) (int, error) {
 		if len(p) > 0 {
 			c.truncated = true
 		}
+		c.keep(p)
 		return len(p), nil
 	}
 	if int64(len(p)) > room {
 		c.buf = append(c.buf, p[:room]...)
 		c.truncated = true
+		c.keep(p[room:])
 		return len(p), nil
 	}
 	c.buf = append(c.buf, p...)
@@ -111,7 +156,7 @@ func (t *tee) ReadFrom(r io.Reader) (int64, error) {
 // full reports whether c keeps nothing more: it is at its limit, or it is
 // nil (--no-output).
 func (c *capture) full() bool {
-	return c == nil || int64(len(c.buf)) >= c.max
+	return c == nil || int64(len(c.buf)) >= c.max && !c.keepTail
 }
 
 // spliceOut moves what remains in the pipe r to w with splice(2), until the

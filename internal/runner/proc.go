@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,10 @@ type Host struct {
 	// Proc is the /proc mount to read; "/proc" when empty. Tests point it
 	// at a hand-made tree.
 	Proc string
+	// Cwd and User are where and as whom this idem runs its command (the
+	// child inherits both), kept on the record so that a person can run
+	// the command again by hand.
+	Cwd, User string
 }
 
 // LocalHost reads this host's identity.
@@ -33,7 +38,18 @@ func LocalHost() Host {
 	if err := syscall.Stat("/proc/self/ns/pid", &st); err == nil {
 		h.PIDNS = st.Ino
 	}
+	h.Cwd, _ = os.Getwd()
+	h.User = userName()
 	return h
+}
+
+// userName names the effective user, by its uid when the password
+// database does not know it.
+func userName() string {
+	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Geteuid())
 }
 
 // Self describes the calling process as a ledger owner.

@@ -311,6 +311,7 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
+		Cwd: r.Host.Cwd, User: r.Host.User,
 	}
 	var giveUp time.Time
 	byDeadline := false
@@ -470,7 +471,8 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			// A backoff that would pass the deadline is not started.
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
-		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
+		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), ledger.AttemptEnd{Key: o.Key, Token: inv.token, AttemptID: inv.attemptID, ExitCode: end.code, Class: end.class, Delay: delay,
+			StderrTail: end.stderr.Tail()}); err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
 		probe.At("after-end-attempt")
@@ -627,6 +629,7 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 	if end != nil && end.stdout != nil {
 		req.Stdout, req.StdoutTruncated = end.stdout.buf, end.stdout.truncated
 		req.Stderr, req.StderrTruncated = end.stderr.buf, end.stderr.truncated
+		req.StderrTail = end.stderr.Tail()
 		inv.res.StdoutTruncated, inv.res.StderrTruncated = req.StdoutTruncated, req.StderrTruncated
 	}
 	// The outcome must be written even when idem is being stopped.

@@ -450,7 +450,7 @@ func testRerunFailed(e *env) {
 	req := request(key, ownerA)
 	req.MaxAttempts = 2
 	first := e.reserve(req)
-	if err := e.l.EndAttempt(e.ctx, key, first.Token, first.AttemptID, 75, ledger.ClassTransient, 0); err != nil {
+	if err := e.l.EndAttempt(e.ctx, ledger.AttemptEnd{Key: key, Token: first.Token, AttemptID: first.AttemptID, ExitCode: 75, Class: ledger.ClassTransient, Delay: 0}); err != nil {
 		t.Fatal(err)
 	}
 	n, id, err := e.l.StartAttempt(e.ctx, key, first.Token, lease)
@@ -718,7 +718,7 @@ func testFencing(e *env) {
 		"SetChild": func(tok, _ int64) error { return e.l.SetChild(e.ctx, key, tok, 9999, 1) },
 		"Renew":    func(tok, _ int64) error { return e.l.Renew(e.ctx, key, tok, time.Hour) },
 		"EndAttempt": func(tok, id int64) error {
-			return e.l.EndAttempt(e.ctx, key, tok, id, 75, ledger.ClassTransient, time.Second)
+			return e.l.EndAttempt(e.ctx, ledger.AttemptEnd{Key: key, Token: tok, AttemptID: id, ExitCode: 75, Class: ledger.ClassTransient, Delay: time.Second})
 		},
 		"StartAttempt": func(tok, _ int64) error {
 			_, _, err := e.l.StartAttempt(e.ctx, key, tok, time.Hour)
@@ -943,7 +943,7 @@ func testAttemptLoop(e *env) {
 	}
 	e.checkTime("LeaseExpiry after Renew", e.get(key).LeaseExpiry, e.clock.Now().Add(lease))
 
-	if err := e.l.EndAttempt(e.ctx, key, res.Token, res.AttemptID, 75, ledger.ClassTransient, 2*time.Second); err != nil {
+	if err := e.l.EndAttempt(e.ctx, ledger.AttemptEnd{Key: key, Token: res.Token, AttemptID: res.AttemptID, ExitCode: 75, Class: ledger.ClassTransient, Delay: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ended := e.clock.Now()

@@ -11,7 +11,8 @@ import (
 )
 
 // RunQuery runs the conformance suite of the operators' methods: List,
-// Purge and Vacuum.
+// Each, Purge, Vacuum and Metrics, and of what the run path records for
+// them (stderr tails, reasons, counters).
 func RunQuery(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
@@ -30,7 +31,7 @@ func RunQuery(t *testing.T, open Opener) {
 		{"PurgeLeavesLaterReservations", testPurgeLater},
 		{"VacuumReportsSizes", testVacuum},
 	}
-	for _, tt := range tests {
+	for _, tt := range append(tests, opsTests...) {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(newEnv(t, open)) })
 	}
 }

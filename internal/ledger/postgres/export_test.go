@@ -23,3 +23,9 @@ func Migrations() []ledger.Migration { return append([]ledger.Migration(nil), mi
 
 // RedactDSN is what Describe shows of a DSN.
 var RedactDSN = redactDSN
+
+// PageQuery is the statement of one page of Each.
+var PageQuery = pageQuery
+
+// PurgePageSQL is the statement of one page of purge candidates.
+const PurgePageSQL = purgePageSQL

@@ -30,9 +30,12 @@ import (
 //go:embed schema.sql
 var schemaV1 string
 
+//go:embed schema_v2.sql
+var schemaV2 string
+
 // SchemaVersion is the schema version this idem writes: the number of its
 // migrations.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc). Table meta holds where a ledger stands: version, and
@@ -40,6 +43,7 @@ const SchemaVersion = 1
 // column has compat = version).
 var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
+	{Version: 2, Compat: 1, SQL: schemaV2},
 }
 
 const (
@@ -523,10 +527,11 @@ func cause(err error) string {
 	}
 }
 
-const recordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
+const recordColumns = `seq, key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
 	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires,
 	created, started, updated, finished, duration_ms, ttl_ms, expires, replays, last_replay,
-	output_stored, stdout_truncated, stderr_truncated`
+	output_stored, stdout_truncated, stderr_truncated, coalesce(class, ''), coalesce(reason, ''),
+	coalesce(run_cwd, ''), coalesce(run_user, ''), ` + ledger.CounterColumns
 
 func scanRecord(row pgx.Row, extra ...any) (*ledger.Record, error) {
 	var (
@@ -538,10 +543,11 @@ func scanRecord(row pgx.Row, extra ...any) (*ledger.Record, error) {
 		ttl, pidns, ownerStart, childStart   int64
 		status                               string
 	)
-	dest := []any{&r.Key, &r.Fingerprint, &command, &status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
+	dest := []any{&r.Seq, &r.Key, &r.Fingerprint, &command, &status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
 		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &lease,
 		&r.Created, &r.Started, &r.Updated, &finished, &dur, &ttl, &expires, &r.Replays, &lastReplay,
-		&r.OutputStored, &r.StdoutTruncated, &r.StderrTruncated}
+		&r.OutputStored, &r.StdoutTruncated, &r.StderrTruncated, &r.Class, &r.Reason, &r.Cwd, &r.User}
+	dest = append(dest, r.Counters.Fields()...)
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, ledger.ErrNotFound
@@ -661,16 +667,17 @@ func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveReq
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
 	err := q.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(11)+` AS now), rec AS (
 			INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
-				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated)
+				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated,
+				run_cwd, run_user)
 			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('tokens'), $5, $6, $7, $8, $9,
-				c.now + $10::bigint * interval '1 microsecond', c.now, c.now, c.now FROM c
+				c.now + $10::bigint * interval '1 microsecond', c.now, c.now, c.now, $12, $13 FROM c
 			ON CONFLICT (key) DO NOTHING
 			RETURNING key, token, started)
 		INSERT INTO attempts (key, n, token, host, pid, started)
 		SELECT key, 1, token, $5, $8, started FROM rec
 		RETURNING token, id`,
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts,
-		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now).Scan(&res.Token, &res.AttemptID)
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, req.Cwd, req.User).Scan(&res.Token, &res.AttemptID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -713,7 +720,8 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		}
 		switch d.Action {
 		case ledger.ActCreate: // the record is there, so it expired
-			if _, err := tx.Exec(ctx, `DELETE FROM records WHERE key = $1`, req.Key); err != nil {
+			if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM records WHERE key = $1 RETURNING `+ledger.CounterColumns+`)
+				`+addTotalsSQL(`0`, `1`), req.Key); err != nil {
 				return err
 			}
 			res, err = p.create(ctx, tx, req, command, now)
@@ -741,7 +749,8 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		if d.Action == ledger.ActAbandon {
 			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', exit_code = $2, exit_source = 'idem',
 				token = nextval('tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
-				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END
+				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END,
+				class = 'abandoned', reason = NULL, att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1
 				WHERE key = $1`,
 				req.Key, ledger.AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
 				return err
@@ -749,7 +758,7 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 			res, err = replay(ctx, tx, req.Key, now, d.Abandoned)
 			return err
 		}
-		res, err = take(ctx, tx, req, now, d.Done, d.Prev)
+		res, err = take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
 		if res != nil {
 			res.Abandoned = d.Abandoned
 		}
@@ -763,19 +772,21 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 
 // take makes the caller the owner of an existing, locked record whose
 // previous attempts number done.
-func take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot) (*ledger.Reservation, error) {
+func take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
 	err := tx.QueryRow(ctx, `WITH rec AS (
 			UPDATE records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('tokens'),
 				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
 				child_pgid = 0, child_start = 0, lease_expires = $9::timestamptz + $10::bigint * interval '1 microsecond',
-				started = $9, updated = $9, finished = NULL, expires = NULL
+				started = $9, updated = $9, finished = NULL, expires = NULL,
+				run_cwd = $11, run_user = $12, att_abandoned = att_abandoned + $13::int
 			WHERE key = $1 RETURNING key, token, attempts)
 		INSERT INTO attempts (key, n, token, host, pid, started)
 		SELECT key, attempts, token, $4, $7, $9 FROM rec
 		RETURNING token, n, id`,
-		req.Key, done+1, req.MaxAttempts, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now, micros(req.Lease)).
+		req.Key, done+1, req.MaxAttempts, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now, micros(req.Lease),
+		req.Cwd, req.User, boolInt(abandoned)).
 		Scan(&res.Token, &res.Attempt, &res.AttemptID)
 	if err != nil {
 		return nil, err
@@ -838,13 +849,77 @@ func (p *Ledger) Renew(ctx context.Context, key string, token int64, lease time.
 }
 
 // EndAttempt implements Ledger, in one statement.
-func (p *Ledger) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+func (p *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
 	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+nowSQL(7)+` AS now),
-		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now FROM c
+		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now, class = $5, reason = $8`+bump(e.Class, "")+` FROM c
 			WHERE key = $1 AND token = $2 RETURNING c.now),
-		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6 FROM r
+		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6, stderr_tail = $9 FROM r
 			WHERE id = $3 AND attempts.key = $1)
-		SELECT count(*) FROM r`, key, token, attemptID, code, class, delay.Milliseconds(), p.now())
+		SELECT count(*) FROM r`, e.Key, e.Token, e.AttemptID, e.ExitCode, e.Class, e.Delay.Milliseconds(), p.now(),
+		reasonArg(e.StderrTail), ledger.Tail(e.StderrTail))
+}
+
+// bump is the SET clause that counts an ended attempt of class and, when
+// status is set, a run that ended with it. Column names come from fixed
+// lists, never from the caller's text.
+func bump(class string, status ledger.Status) string {
+	var b strings.Builder
+	for _, c := range ledger.AttemptClasses {
+		if c == class {
+			b.WriteString(`, att_` + c + ` = att_` + c + ` + 1`)
+		}
+	}
+	switch status {
+	case ledger.StatusSucceeded, ledger.StatusFailed, ledger.StatusRetryable:
+		b.WriteString(`, runs_` + string(status) + ` = runs_` + string(status) + ` + 1`)
+	}
+	return b.String()
+}
+
+// reasonArg is Record.Reason for a stderr tail: NULL when it has no line.
+func reasonArg(tail []byte) any {
+	if l := ledger.LastLine(tail); l != "" {
+		return l
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// addTotalsSQL adds the counters of the rows of CTE d (records being
+// removed) to one of the totals' shards, picked at random, with the SQL
+// expressions purged and expired for how many went by each way.
+func addTotalsSQL(purged, expired string) string {
+	return `INSERT INTO totals AS t (shard, ` + ledger.CounterColumns + `, purged, expired)
+		SELECT floor(random() * 16)::int, ` + sumColumns("") + `, ` + purged + `, ` + expired + ` FROM d
+		ON CONFLICT (shard) DO UPDATE SET replays = t.replays + excluded.replays,
+			runs_succeeded = t.runs_succeeded + excluded.runs_succeeded, runs_failed = t.runs_failed + excluded.runs_failed,
+			runs_retryable = t.runs_retryable + excluded.runs_retryable, att_success = t.att_success + excluded.att_success,
+			att_transient = t.att_transient + excluded.att_transient, att_permanent = t.att_permanent + excluded.att_permanent,
+			att_abandoned = t.att_abandoned + excluded.att_abandoned, att_interrupted = t.att_interrupted + excluded.att_interrupted,
+			att_timeout = t.att_timeout + excluded.att_timeout, purged = t.purged + excluded.purged, expired = t.expired + excluded.expired`
+}
+
+// sumColumns sums the counter columns (of table alias t, when set), 0
+// over no rows.
+func sumColumns(t string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(ledger.CounterColumns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c = strings.TrimSpace(c)
+		if t != "" {
+			c = t + "." + c
+		}
+		b.WriteString("coalesce(sum(" + c + "), 0)")
+	}
+	return b.String()
 }
 
 // StartAttempt implements Ledger, in one statement.
@@ -877,17 +952,20 @@ func (p *Ledger) StartAttempt(ctx context.Context, key string, token int64, leas
 // record is read again: Finish returns nil only if the outcome is there.
 func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 	stdout, stderr := req.Output()
+	tail := req.Tail()
 	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+nowSQL(15)+` AS now,
 			set_config('synchronous_commit', $16, true) AS sync),
 		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
 			duration_ms = $6, ttl_ms = $7::bigint,
 			expires = CASE WHEN $7::bigint > 0 THEN c.now + $7::bigint * interval '1 millisecond' END,
-			lease_expires = NULL, output_stored = $8, stdout = $9, stderr = $10, stdout_truncated = $11, stderr_truncated = $12
+			lease_expires = NULL, output_stored = $8, stdout = $9, stderr = $10, stdout_truncated = $11, stderr_truncated = $12,
+			class = $13, reason = $17`+bump(req.Class, req.Status)+`
 			FROM c WHERE key = $1 AND token = $2 RETURNING c.now),
-		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13 FROM r WHERE id = $14 AND attempts.key = $1)
+		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13, stderr_tail = $18 FROM r WHERE id = $14 AND attempts.key = $1)
 		SELECT count(*) FROM r`,
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
-		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync)
+		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync,
+		reasonArg(tail), tail)
 	var se *ledger.StoreError
 	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
 		return nil
@@ -932,7 +1010,7 @@ func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 	var out []ledger.Attempt
 	err := p.do(ctx, "read", func() error {
 		out = nil
-		rows, err := p.pool.Query(ctx, `SELECT n, token, host, pid, started, ended, exit_code, class, delay_ms
+		rows, err := p.pool.Query(ctx, `SELECT n, token, host, pid, started, ended, exit_code, class, delay_ms, stderr_tail
 			FROM attempts WHERE key = $1 ORDER BY id`, key)
 		if err != nil {
 			return err
@@ -946,7 +1024,7 @@ func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 				class pgtype.Text
 				delay pgtype.Int8
 			)
-			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &a.Started, &ended, &code, &class, &delay); err != nil {
+			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &a.Started, &ended, &code, &class, &delay, &a.StderrTail); err != nil {
 				return err
 			}
 			a.Ended = timeOf(ended)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -63,22 +65,30 @@ func (p *Ledger) clock(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-// List implements Ledger.
+// List implements Ledger, over Each.
 func (p *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Record, error) {
-	statuses, err := statusArg(f.Statuses)
+	return ledger.Collect(ctx, f, p.Each)
+}
+
+// Each implements Ledger: ledger.EachPaged over keyset pages, each one
+// statement (its own short transaction: no snapshot held against vacuum,
+// no pooler connection held) that starts after the last record of the
+// page before, in the order of the records_outcome index
+// (records_status_outcome's for one status).
+func (p *Ledger) Each(ctx context.Context, f ledger.ListFilter, fn func(*ledger.Record) error) error {
+	return ledger.EachPaged(ctx, f, p.page1, fn)
+}
+
+// page1 reads one page of Each for a filter with at most one status.
+func (p *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int) ([]*ledger.Record, error) {
+	q, args, err := pageQuery(f, after, n)
 	if err != nil {
 		return nil, err
 	}
-	args := pgx.NamedArgs{"statuses": statuses, "prefix": textArg(f.Prefix), "since": tsArg(f.Since), "limit": nil}
-	if f.Limit > 0 {
-		args["limit"] = f.Limit
-	}
 	var out []*ledger.Record
 	err = p.do(ctx, "list", func() error {
-		out = nil
-		rows, err := p.pool.Query(ctx, `SELECT `+recordColumns+` FROM records
-			WHERE `+filterSQL+` AND (@since::timestamptz IS NULL OR `+outcomeSQL+` >= @since::timestamptz)
-			ORDER BY `+outcomeSQL+` DESC, seq DESC LIMIT @limit::bigint`, args)
+		out = make([]*ledger.Record, 0, n)
+		rows, err := p.pool.Query(ctx, q, args)
 		if err != nil {
 			return err
 		}
@@ -93,6 +103,119 @@ func (p *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Recor
 		return rows.Err()
 	})
 	return out, err
+}
+
+// pageQuery is the statement of one page of Each. Conditions that are off
+// are left out rather than switched off by NULL arguments, so the plan is
+// the index's whatever the server makes of the parameters.
+func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, pgx.NamedArgs, error) {
+	statuses, err := statusArg(f.Statuses)
+	if err != nil {
+		return "", nil, err
+	}
+	where := []string{`true`}
+	args := pgx.NamedArgs{"n": n}
+	switch st := f.Statuses; len(st) {
+	case 0:
+	case 1:
+		where, args["status"] = append(where, `status = @status::text`), string(st[0])
+	default:
+		where, args["statuses"] = append(where, `status = ANY(@statuses::text[])`), statuses
+	}
+	if f.Prefix != "" {
+		where, args["prefix"] = append(where, `key >= @prefix::text AND starts_with(key, @prefix::text)`), f.Prefix
+	}
+	if !f.Since.IsZero() {
+		where, args["since"] = append(where, outcomeSQL+` >= @since::timestamptz`), f.Since
+	}
+	if after != nil {
+		where = append(where, `(`+outcomeSQL+`, seq) < (@after::timestamptz, @seq::bigint)`)
+		args["after"], args["seq"] = after.Outcome, after.Seq
+	}
+	return `SELECT ` + recordColumns + ` FROM records WHERE ` + strings.Join(where, ` AND `) + `
+		ORDER BY ` + outcomeSQL + ` DESC, seq DESC LIMIT @n::bigint`, args, nil
+}
+
+// Metrics implements Ledger, in one read-only transaction: one pass over
+// the records for the counts and counters, one over the succeeded ones
+// (by the status index) for the groups, read a row at a time in group
+// order.
+func (p *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledger.Metrics, error) {
+	var m *ledger.Metrics
+	err := p.do(ctx, "metrics", func() error {
+		return pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var now time.Time
+			if err := tx.QueryRow(ctx, `SELECT `+nowSQL(1), p.now()).Scan(&now); err != nil {
+				return err
+			}
+			var err error
+			m, err = metrics(ctx, tx, req, now)
+			return err
+		})
+	})
+	return m, err
+}
+
+func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time.Time) (*ledger.Metrics, error) {
+	m := &ledger.Metrics{Now: now, Records: map[ledger.Status]int64{}}
+	rows, err := tx.Query(ctx, `SELECT status, coalesce(expires <= $1, false), count(*),
+		count(*) FILTER (WHERE status = 'in_progress' AND lease_expires <= $1),
+		min(started) FILTER (WHERE status = 'in_progress'),
+		`+sumColumns("")+` FROM records GROUP BY 1, 2`, now)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var (
+			st       string
+			expired  bool
+			n, stuck int64
+			oldest   pgtype.Timestamptz
+			c        ledger.Counters
+		)
+		if err := rows.Scan(append([]any{&st, &expired, &n, &stuck, &oldest}, c.Fields()...)...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		m.Counters.Add(c)
+		if expired {
+			m.Expired += n
+			continue
+		}
+		m.Records[ledger.Status(st)] += n
+		m.Stuck += stuck
+		if oldest.Valid && (m.OldestInProgress.IsZero() || oldest.Time.Before(m.OldestInProgress)) {
+			m.OldestInProgress = oldest.Time
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var c ledger.Counters
+	if err := tx.QueryRow(ctx, `SELECT `+sumColumns("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
+		return nil, err
+	}
+	m.Counters.Add(c)
+	grp := `CASE WHEN strpos(key, $1) > 0 THEN left(key, strpos(key, $1) - 1) ELSE key END`
+	rows, err = tx.Query(ctx, `SELECT `+grp+` COLLATE "C", max(finished) FROM records WHERE status = 'succeeded'
+		GROUP BY 1 ORDER BY 1`, req.Sep())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			g    string
+			last time.Time
+		)
+		if err := rows.Scan(&g, &last); err != nil {
+			return nil, err
+		}
+		m.FoldGroups(ledger.GroupSuccess{Group: g, Last: last}, req.Groups())
+	}
+	return m, rows.Err()
 }
 
 // Purge implements Ledger with ledger.PurgePages: each page is deleted by
@@ -151,10 +274,10 @@ func (u *purger) Delete(ctx context.Context, del []string, more bool) (int, erro
 	u.args["del"], u.args["force"] = del, u.force
 	var n int64
 	err := u.p.do(ctx, "purge", func() error {
-		t, err := u.p.pool.Exec(ctx, `DELETE FROM records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
-			AND (@force::boolean OR NOT `+liveSQL+`)`, u.args)
-		n = t.RowsAffected()
-		return err
+		return u.p.pool.QueryRow(ctx, `WITH d AS (DELETE FROM records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
+			AND (@force::boolean OR NOT `+liveSQL+`) RETURNING `+ledger.CounterColumns+`),
+			t AS (`+addTotalsSQL(`count(*)`, `0`)+`)
+			SELECT count(*) FROM d`, u.args).Scan(&n)
 	})
 	if err != nil {
 		return 0, err
@@ -175,11 +298,14 @@ func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// purgePageSQL reads one page of purge candidates, in key order.
+const purgePageSQL = `SELECT key, ` + liveSQL + ` FROM records
+	WHERE key > @cursor::text AND ` + selectorSQL + ` ORDER BY key LIMIT @chunk::bigint`
+
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
 func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
-	rows, err := p.pool.Query(ctx, `SELECT key, `+liveSQL+` FROM records
-		WHERE key > @cursor::text AND `+selectorSQL+` ORDER BY key LIMIT @chunk::bigint`, args)
+	rows, err := p.pool.Query(ctx, purgePageSQL, args)
 	if err != nil {
 		return nil, nil, err
 	}

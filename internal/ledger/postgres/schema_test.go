@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,13 +114,14 @@ func TestPostgresRefusesIncompatibleSchema(t *testing.T) {
 	for _, readOnly := range []bool{false, true} {
 		_, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: readOnly}, postgres.Migrations())
 		var se *ledger.StoreError
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), "newer idem (schema v3, compatible from v2; this idem knows v1)") ||
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), fmt.Sprintf("newer idem (schema v%d, compatible from v%d; this idem knows v%d)",
+			postgres.SchemaVersion+2, postgres.SchemaVersion+1, postgres.SchemaVersion)) ||
 			!strings.Contains(se.Hint, "upgrade idem") {
 			t.Fatalf("read-only %v: %v (hint %q); want refused as newer", readOnly, err, hintOf(err))
 		}
 	}
-	if v, c := metaVersions(t, schema); v != 3 || c != 2 {
-		t.Errorf("meta after the refusals: version %d compat %d, want 3 and 2 untouched", v, c)
+	if v, c := metaVersions(t, schema); v != postgres.SchemaVersion+2 || c != postgres.SchemaVersion+1 {
+		t.Errorf("meta after the refusals: version %d compat %d, want %d and %d untouched", v, c, postgres.SchemaVersion+2, postgres.SchemaVersion+1)
 	}
 }
 
@@ -130,9 +132,11 @@ func TestPostgresMigratesForward(t *testing.T) {
 	ctx := context.Background()
 	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
 	openLedger(t, dsn, schema).Close()
-	additive := append(postgres.Migrations(), ledger.Migration{Version: 2, Compat: 1,
+	ver, compat := postgres.SchemaVersion, postgres.Migrations()[postgres.SchemaVersion-1].Compat
+	v0, c0 := metaVersions(t, schema)
+	additive := append(postgres.Migrations(), ledger.Migration{Version: ver + 1, Compat: compat,
 		SQL: `ALTER TABLE records ADD COLUMN note text`})
-	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: 3, Compat: 3,
+	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: ver + 2, Compat: ver + 2,
 		SQL: `CREATE TABLE extra (id integer)`})
 
 	_, err := postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{ReadOnly: true}, additive)
@@ -140,7 +144,7 @@ func TestPostgresMigratesForward(t *testing.T) {
 	if !errors.As(err, &older) {
 		t.Fatalf("read-only open by a newer idem: %v, want *OlderSchemaError", err)
 	}
-	if v, c := metaVersions(t, schema); v != 1 || c != 0 {
+	if v, c := metaVersions(t, schema); v != v0 || c != c0 {
 		t.Fatalf("a read-only open changed meta: version %d compat %d", v, c)
 	}
 
@@ -149,10 +153,10 @@ func TestPostgresMigratesForward(t *testing.T) {
 		t.Fatalf("open with an additive migration: %v", err)
 	}
 	l.Close()
-	if v, c := metaVersions(t, schema); v != 2 || c != 1 {
-		t.Fatalf("meta after the additive migration: version %d compat %d, want 2 and 1", v, c)
+	if v, c := metaVersions(t, schema); v != ver+1 || c != compat {
+		t.Fatalf("meta after the additive migration: version %d compat %d, want %d and %d", v, c, ver+1, compat)
 	}
-	// This idem, which knows v1 only, keeps working on it.
+	// This idem, which knows only its own migrations, keeps working on it.
 	l = openLedger(t, dsn, schema)
 	if _, err := l.Reserve(ctx, ledger.ReserveRequest{Key: "evt:migrated-1", Fingerprint: "fp", Command: []string{"true"},
 		MaxAttempts: 1, Lease: time.Minute}); err != nil {
@@ -165,10 +169,11 @@ func TestPostgresMigratesForward(t *testing.T) {
 		t.Fatalf("open with a breaking migration: %v", err)
 	}
 	l.Close()
-	if v, c := metaVersions(t, schema); v != 3 || c != 3 {
-		t.Fatalf("meta after the breaking migration: version %d compat %d, want 3 and 3", v, c)
+	if v, c := metaVersions(t, schema); v != ver+2 || c != ver+2 {
+		t.Fatalf("meta after the breaking migration: version %d compat %d, want %d and %d", v, c, ver+2, ver+2)
 	}
-	if _, err := postgres.OpenSchema(ctx, dsn, schema); err == nil || !strings.Contains(err.Error(), "newer idem (schema v3; this idem knows v1)") {
+	if _, err := postgres.OpenSchema(ctx, dsn, schema); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("newer idem (schema v%d; this idem knows v%d)", ver+2, ver)) {
 		t.Fatalf("open after a breaking migration: %v, want refused as newer", err)
 	}
 }

@@ -28,41 +28,84 @@ const (
 	maxPurgePause = 100 * time.Millisecond
 )
 
-// List implements Ledger.
+// List implements Ledger, over Each.
 func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Record, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if len(f.Statuses) > 0 {
-		c, a, err := statusIn(f.Statuses)
+	return ledger.Collect(ctx, f, s.Each)
+}
+
+// Each implements Ledger: ledger.EachPaged over keyset pages, each read
+// by short SELECTs of its own that start after the last record of the
+// page before, down the records_outcome index (records_status_outcome's
+// for one status), so that a page costs what it returns. A prefix that
+// few records share is read from the key index instead and sorted: see
+// pageQuery.
+func (s *Ledger) Each(ctx context.Context, f ledger.ListFilter, fn func(*ledger.Record) error) error {
+	dense := map[ledger.Status]bool{}
+	return ledger.EachPaged(ctx, f, func(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int) ([]*ledger.Record, error) {
+		var st ledger.Status
+		if len(f.Statuses) == 1 {
+			st = f.Statuses[0]
+		}
+		d, ok := dense[st]
+		if !ok && f.Prefix != "" {
+			var err error
+			if d, err = s.densePrefix(ctx, f, n); err != nil {
+				return nil, err
+			}
+			dense[st] = d
+		}
+		return s.page1(ctx, f, after, n, d)
+	}, fn)
+}
+
+// densePrefix reports whether f's prefix (within its status) holds more
+// than probeRows(n) records, counting no further: then walking the
+// outcome index and skipping other keys costs about n·total/matches per
+// page, less than sorting every match of the prefix for each page.
+func (s *Ledger) densePrefix(ctx context.Context, f ledger.ListFilter, n int) (bool, error) {
+	q := `SELECT count(*) FROM (SELECT 1 FROM records WHERE key GLOB ?`
+	args := []any{globPrefix(f.Prefix)}
+	if len(f.Statuses) == 1 {
+		q, args = q+` AND status = ?`, append(args, string(f.Statuses[0]))
+	}
+	var c int
+	err := s.conn.QueryRowContext(ctx, q+` LIMIT ?)`, append(args, probeRows(n))...).Scan(&c)
+	return c >= probeRows(n), s.wrap("list", err)
+}
+
+// probeRows is how many matches of a prefix make it dense for pages of n.
+func probeRows(n int) int { return max(10*n, 10000) }
+
+// page1 reads one page of Each for a filter with at most one status: the
+// records that tie with the cursor's outcome time first, then the older
+// ones, each by an index range (a row-value bound on an expression index
+// would scan it from the top).
+func (s *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.Cursor, n int, dense bool) ([]*ledger.Record, error) {
+	out := make([]*ledger.Record, 0, n)
+	for _, part := range []pagePart{partTies, partOlder} {
+		if after == nil && part == partTies {
+			continue
+		}
+		q, args, err := pageQuery(f, after, n-len(out), part, dense)
 		if err != nil {
 			return nil, err
 		}
-		where, args = append(where, c), append(args, a...)
+		if out, err = s.readPage(ctx, q, args, out); err != nil {
+			return nil, err
+		}
+		if len(out) == n {
+			break
+		}
 	}
-	if f.Prefix != "" {
-		where, args = append(where, `key GLOB ?`), append(args, globPrefix(f.Prefix))
-	}
-	if !f.Since.IsZero() {
-		where, args = append(where, outcomeMS+` >= ?`), append(args, f.Since.UnixMilli())
-	}
-	q := `SELECT ` + recordColumns + ` FROM records`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	// rowid breaks ties in the index's own order, so no sort is needed.
-	q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC`
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
+	return out, nil
+}
+
+func (s *Ledger) readPage(ctx context.Context, q string, args []any, out []*ledger.Record) ([]*ledger.Record, error) {
 	rows, err := s.conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.wrap("list", err)
 	}
 	defer rows.Close()
-	var out []*ledger.Record
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
@@ -71,6 +114,163 @@ func (s *Ledger) List(ctx context.Context, f ledger.ListFilter) ([]*ledger.Recor
 		out = append(out, r)
 	}
 	return out, s.wrap("list", rows.Err())
+}
+
+// pagePart is which records after a cursor a page query reads.
+type pagePart int
+
+const (
+	partTies  pagePart = iota // the cursor's outcome time, older rowids
+	partOlder                 // older outcome times
+)
+
+// pageQuery is one statement of a page of Each. A prefix is a range of
+// the key index (sorted: it is few records) unless it is dense, when the
+// outcome index is walked (INDEXED BY: SQLite, without statistics, would
+// take the range and sort the prefix's every record for each page).
+func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int, part pagePart, dense bool) (string, []any, error) {
+	var (
+		where []string
+		args  []any
+	)
+	index := ""
+	if len(f.Statuses) > 0 {
+		c, a, err := statusIn(f.Statuses)
+		if err != nil {
+			return "", nil, err
+		}
+		where, args = append(where, c), append(args, a...)
+	}
+	if f.Prefix != "" {
+		where, args = append(where, `key GLOB ?`), append(args, globPrefix(f.Prefix))
+		switch {
+		case dense && len(f.Statuses) == 1:
+			index = ` INDEXED BY records_status_outcome`
+		case dense:
+			index = ` INDEXED BY records_outcome`
+		case part != partTies && len(f.Statuses) > 0:
+			// A sparse prefix: its range of the key index, the status
+			// checked on each (the unary + keeps SQLite off the
+			// status index, which would read the whole status).
+			where[0] = `+` + where[0]
+		}
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, outcomeMS+` >= ?`), append(args, f.Since.UnixMilli())
+	}
+	if after != nil {
+		if part == partTies {
+			where = append(where, outcomeMS+` = ? AND rowid < ?`)
+			args = append(args, after.Outcome.UnixMilli(), after.Seq)
+		} else {
+			where, args = append(where, outcomeMS+` < ?`), append(args, after.Outcome.UnixMilli())
+		}
+	}
+	q := `SELECT ` + recordColumns + ` FROM records` + index
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	// rowid breaks ties in the index's own order, so no sort is needed
+	// (among ties, SQLite sees that only when told the order is rowid's).
+	if part == partTies {
+		q += ` ORDER BY rowid DESC LIMIT ?`
+	} else {
+		q += ` ORDER BY ` + outcomeMS + ` DESC, rowid DESC LIMIT ?`
+	}
+	return q, append(args, n), nil
+}
+
+// Metrics implements Ledger, in one read transaction: one pass over the
+// records for the counts and counters, one over the succeeded ones (by
+// the status index) for the groups, whose rows SQLite hands over one at a
+// time in group order.
+func (s *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledger.Metrics, error) {
+	tx, err := s.conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, s.wrap("metrics", err)
+	}
+	defer tx.Rollback()
+	m, err := metrics(ctx, tx, req, s.Now())
+	return m, s.wrap("metrics", err)
+}
+
+func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now time.Time) (*ledger.Metrics, error) {
+	m := &ledger.Metrics{Now: now, Records: map[ledger.Status]int64{}}
+	nowMS := now.UnixMilli()
+	rows, err := tx.QueryContext(ctx, `SELECT status, coalesce(expires_ms <= ?, 0), count(*),
+		sum(status = 'in_progress' AND lease_expires_ms <= ?), min(CASE WHEN status = 'in_progress' THEN started_ms END),
+		`+sumColumns("")+` FROM records GROUP BY 1, 2`, nowMS, nowMS)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			st       ledger.Status
+			expired  bool
+			n, stuck int64
+			oldest   sql.NullInt64
+			c        ledger.Counters
+		)
+		if err := rows.Scan(append([]any{&st, &expired, &n, &stuck, &oldest}, c.Fields()...)...); err != nil {
+			return nil, err
+		}
+		m.Counters.Add(c)
+		if expired {
+			m.Expired += n
+			continue
+		}
+		m.Records[st] += n
+		m.Stuck += stuck
+		if oldest.Valid && (m.OldestInProgress.IsZero() || oldest.Int64 < m.OldestInProgress.UnixMilli()) {
+			m.OldestInProgress = time.UnixMilli(oldest.Int64)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	var c ledger.Counters
+	if err := tx.QueryRowContext(ctx, `SELECT `+sumColumns("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
+		return nil, err
+	}
+	m.Counters.Add(c)
+	grp := `CASE WHEN instr(key, ?1) > 0 THEN substr(key, 1, instr(key, ?1) - 1) ELSE key END`
+	rows, err = tx.QueryContext(ctx, `SELECT `+grp+`, max(finished_ms) FROM records WHERE status = 'succeeded'
+		GROUP BY 1 ORDER BY 1`, req.Sep())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			g    string
+			last int64
+		)
+		if err := rows.Scan(&g, &last); err != nil {
+			return nil, err
+		}
+		m.FoldGroups(ledger.GroupSuccess{Group: g, Last: time.UnixMilli(last)}, req.Groups())
+	}
+	return m, rows.Err()
+}
+
+// sumColumns sums the counter columns (of table alias t, when set), 0
+// over no rows.
+func sumColumns(t string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(ledger.CounterColumns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c = strings.TrimSpace(c)
+		if t != "" {
+			c = t + "." + c
+		}
+		b.WriteString("coalesce(sum(" + c + "), 0)")
+	}
+	return b.String()
 }
 
 // statusIn returns `status IN (?, ...)` for valid statuses.
@@ -151,13 +351,69 @@ func (s *Ledger) Purge(ctx context.Context, req ledger.PurgeRequest) (*ledger.Pu
 	if req.Selector.Empty() {
 		return nil, ledger.ErrEmptySelector
 	}
+	p, err := s.newPurger(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.PurgePages(ctx, req, p)
+}
+
+// newPurger prepares the pages of a purge: the selector's SQL, and how
+// its pages are read.
+func (s *Ledger) newPurger(ctx context.Context, req ledger.PurgeRequest) (*purger, error) {
 	nowMS := s.Now().UnixMilli()
 	cond, condArgs, err := selectorWhere(req.Selector, nowMS)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.PurgePages(ctx, req, &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
-		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize())})
+	if len(req.Statuses) > 0 && len(req.Keys) == 0 {
+		dense := req.Prefix != ""
+		if !dense {
+			if dense, err = s.denseStatus(ctx, req.Statuses, req.ChunkSize()); err != nil {
+				return nil, err
+			}
+		}
+		if dense {
+			// Walk the keys (of the prefix), checking the status of each:
+			// most match, or the prefix bounds the walk. The unary + keeps
+			// SQLite off the status index, whose matches it would sort for
+			// every page.
+			cond = strings.Replace(cond, `status IN (`, `+status IN (`, 1)
+		}
+	}
+	return &purger{s: s, cond: cond, condArgs: condArgs, force: req.Force, nowMS: nowMS,
+		chunk: req.ChunkSize(), batch: min(firstBatch, req.ChunkSize()), index: purgeIndex(req.Selector)}, nil
+}
+
+// denseStatus reports whether more than probeRows(n) records have one of
+// statuses, counting no further.
+func (s *Ledger) denseStatus(ctx context.Context, statuses []ledger.Status, n int) (bool, error) {
+	c, args, err := statusIn(statuses)
+	if err != nil {
+		return false, err
+	}
+	var count int
+	err = s.conn.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM records WHERE `+c+` LIMIT ?)`,
+		append(args, probeRows(n))...).Scan(&count)
+	return count >= probeRows(n), s.wrap("purge", err)
+}
+
+// purgeIndex is the index a purge page reads for sel: pages go in key
+// order, which the key index gives at no cost, but for --expired and
+// --older-than alone it would read every record to find a few; their own
+// index finds the candidates, and sorting them costs what they are.
+// (--prefix is a range of the key index, which SQLite picks itself; for
+// --status, see Purge.)
+func purgeIndex(sel ledger.Selector) string {
+	switch {
+	case len(sel.Keys) > 0, sel.Prefix != "", len(sel.Statuses) > 0:
+		return ""
+	case sel.Expired:
+		return ` INDEXED BY records_expires`
+	case sel.OlderThan > 0:
+		return ` INDEXED BY records_outcome`
+	}
+	return ""
 }
 
 // purger is SQLite's ledger.Pager: cond and condArgs are the selector's
@@ -170,6 +426,7 @@ type purger struct {
 	nowMS    int64
 	chunk    int // the request's page size: the most a batch takes
 	batch    int
+	index    string // INDEXED BY clause of the page query, or ""
 }
 
 func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
@@ -178,10 +435,15 @@ func (p *purger) Missing(ctx context.Context, keys []string) ([]string, error) {
 }
 
 func (p *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[string]struct{}, error) {
-	q := `SELECT key, ` + liveSQL + ` FROM records WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`
-	args := append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
+	q, args := p.pageQuery(cursor, n)
 	keys, live, err := p.s.page(ctx, q, args)
 	return keys, live, p.s.wrap("purge", err)
+}
+
+// pageQuery is the statement of the page of n candidates after cursor.
+func (p *purger) pageQuery(cursor string, n int) (string, []any) {
+	return `SELECT key, ` + liveSQL + ` FROM records` + p.index + ` WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`,
+		append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
 }
 
 func (p *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
@@ -277,7 +539,7 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		q += ` AND NOT ` + liveSQL
 		args = append(args, nowMS)
 	}
-	q += ` RETURNING key`
+	q += ` RETURNING key, ` + ledger.CounterColumns
 	var n int
 	err = s.write(ctx, "purge", func(tx *sql.Tx) error {
 		n = 0
@@ -286,13 +548,18 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 			return err
 		}
 		gone := make([]string, 0, len(keys))
+		var sum ledger.Counters
 		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
+			var (
+				k string
+				c ledger.Counters
+			)
+			if err := rows.Scan(append([]any{&k}, c.Fields()...)...); err != nil {
 				rows.Close()
 				return err
 			}
 			gone = append(gone, k)
+			sum.Add(c)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -300,6 +567,9 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		}
 		if len(gone) == 0 {
 			return nil
+		}
+		if err := addTotals(ctx, tx, sum, int64(len(gone)), 0); err != nil {
+			return err
 		}
 		g, err := json.Marshal(gone)
 		if err != nil {

@@ -29,15 +29,19 @@ import (
 //go:embed schema.sql
 var schemaV1 string
 
+//go:embed schema_v2.sql
+var schemaV2 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
 // (see encodeVersions).
 var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
+	{Version: 2, Compat: 1, SQL: schemaV2},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
@@ -653,10 +657,11 @@ func fromMS(n sql.NullInt64) time.Time {
 	return time.UnixMilli(n.Int64)
 }
 
-const recordColumns = `key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
+const recordColumns = `rowid, key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
 	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires_ms,
 	created_ms, started_ms, updated_ms, finished_ms, duration_ms, ttl_ms, expires_ms, replays, last_replay_ms,
-	output_stored, stdout_truncated, stderr_truncated`
+	output_stored, stdout_truncated, stderr_truncated, coalesce(class, ''), coalesce(reason, ''),
+	coalesce(run_cwd, ''), coalesce(run_user, ''), ` + ledger.CounterColumns
 
 type scanner interface{ Scan(...any) error }
 
@@ -670,10 +675,11 @@ func scanRecord(row scanner, extra ...any) (*ledger.Record, error) {
 		pidns, ownerStart, childStart    int64
 		stored, outTrunc, errTrunc       bool
 	)
-	dest := []any{&r.Key, &r.Fingerprint, &command, &r.Status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
+	dest := []any{&r.Seq, &r.Key, &r.Fingerprint, &command, &r.Status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
 		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &lease,
 		&created, &started, &updated, &finished, &dur, &ttl, &exp, &r.Replays, &replay,
-		&stored, &outTrunc, &errTrunc}
+		&stored, &outTrunc, &errTrunc, &r.Class, &r.Reason, &r.Cwd, &r.User}
+	dest = append(dest, r.Counters.Fields()...)
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, ledger.ErrNotFound
@@ -753,6 +759,9 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		switch d.Action {
 		case ledger.ActCreate:
 			if d.Expired {
+				if err := addTotals(ctx, tx, rec.Counters, 0, 1); err != nil {
+					return err
+				}
 				if err := deleteKey(ctx, tx, req.Key); err != nil {
 					return err
 				}
@@ -783,7 +792,8 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
 				token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
-				expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END WHERE key = ?`,
+				expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END, class = 'abandoned', reason = NULL,
+				att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1 WHERE key = ?`,
 				ledger.AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
 				now.Sub(rec.Started).Milliseconds(), now.UnixMilli(), req.Key); err != nil {
 				return err
@@ -791,7 +801,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			res, err = s.replay(ctx, tx, req.Key, now, d.Abandoned)
 			return err
 		}
-		res, err = s.take(ctx, tx, req, now, d.Done, d.Prev)
+		res, err = s.take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
 		if res != nil {
 			res.Abandoned = d.Abandoned
 		}
@@ -804,6 +814,26 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		s.trimWAL(ctx)
 	}
 	return res, nil
+}
+
+// addTotals adds what removed records held to the ledger's totals, with
+// how many were purged and how many expired. SQLite has one writer at a
+// time, so one row (shard 0) serves.
+func addTotals(ctx context.Context, tx *sql.Tx, c ledger.Counters, purged, expired int64) error {
+	args := append(c.Fields(), purged, expired)
+	for i, a := range args[:len(args)-2] {
+		args[i] = *a.(*int64)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO totals (shard, `+ledger.CounterColumns+`, purged, expired)
+		VALUES (0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (shard) DO UPDATE SET replays = replays + excluded.replays,
+			runs_succeeded = runs_succeeded + excluded.runs_succeeded, runs_failed = runs_failed + excluded.runs_failed,
+			runs_retryable = runs_retryable + excluded.runs_retryable, att_success = att_success + excluded.att_success,
+			att_transient = att_transient + excluded.att_transient, att_permanent = att_permanent + excluded.att_permanent,
+			att_abandoned = att_abandoned + excluded.att_abandoned, att_interrupted = att_interrupted + excluded.att_interrupted,
+			att_timeout = att_timeout + excluded.att_timeout, purged = purged + excluded.purged, expired = expired + excluded.expired`,
+		args...)
+	return err
 }
 
 func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
@@ -826,10 +856,12 @@ func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveReque
 	o := req.Owner
 	nowMS := now.UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
-		owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires_ms, created_ms, started_ms, updated_ms)
-		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires_ms, created_ms, started_ms, updated_ms,
+		run_cwd, run_user)
+		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts, token,
-		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now.Add(req.Lease).UnixMilli(), nowMS, nowMS, nowMS); err != nil {
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now.Add(req.Lease).UnixMilli(), nowMS, nowMS, nowMS,
+		req.Cwd, req.User); err != nil {
 		return nil, err
 	}
 	id, err := insertAttempt(ctx, tx, req.Key, 1, token, o, now)
@@ -841,7 +873,7 @@ func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveReque
 
 // take makes the caller the owner of an existing record whose previous
 // attempts number `done`.
-func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot) (*ledger.Reservation, error) {
+func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
 	token, err := nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -851,9 +883,10 @@ func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest
 	nowMS := now.UnixMilli()
 	if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'in_progress', attempts = ?, max_attempts = ?, token = ?,
 		owner_host = ?, owner_boot_id = ?, owner_pidns = ?, owner_pid = ?, owner_start = ?, child_pgid = 0, child_start = 0,
-		lease_expires_ms = ?, started_ms = ?, updated_ms = ?, finished_ms = NULL, expires_ms = NULL WHERE key = ?`,
+		lease_expires_ms = ?, started_ms = ?, updated_ms = ?, finished_ms = NULL, expires_ms = NULL,
+		run_cwd = ?, run_user = ?, att_abandoned = att_abandoned + ? WHERE key = ?`,
 		n, req.MaxAttempts, token, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime),
-		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, req.Key); err != nil {
+		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, req.Cwd, req.User, abandoned, req.Key); err != nil {
 		return nil, err
 	}
 	id, err := insertAttempt(ctx, tx, req.Key, n, token, o, now)
@@ -937,17 +970,43 @@ func (s *Ledger) Renew(ctx context.Context, key string, token int64, lease time.
 }
 
 // EndAttempt implements Ledger.
-func (s *Ledger) EndAttempt(ctx context.Context, key string, token, attemptID int64, code int, class string, delay time.Duration) error {
+func (s *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
 	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
-		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ? WHERE key = ? AND token = ?`,
-			code, now, key, token)); err != nil {
+		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ?,
+			class = ?, reason = ?`+bump(e.Class, "")+` WHERE key = ? AND token = ?`,
+			e.ExitCode, now, e.Class, reasonArg(e.StderrTail), e.Key, e.Token)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, delay_ms = ? WHERE id = ?`,
-			now, code, class, delay.Milliseconds(), attemptID)
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, delay_ms = ?, stderr_tail = ? WHERE id = ?`,
+			now, e.ExitCode, e.Class, e.Delay.Milliseconds(), ledger.Tail(e.StderrTail), e.AttemptID)
 		return err
 	})
+}
+
+// bump is the SET clause that counts an ended attempt of class and, when
+// status is set, a run that ended with it. Column names come from fixed
+// lists, never from the caller's text.
+func bump(class string, status ledger.Status) string {
+	var b strings.Builder
+	for _, c := range ledger.AttemptClasses {
+		if c == class {
+			b.WriteString(`, att_` + c + ` = att_` + c + ` + 1`)
+		}
+	}
+	switch status {
+	case ledger.StatusSucceeded, ledger.StatusFailed, ledger.StatusRetryable:
+		b.WriteString(`, runs_` + string(status) + ` = runs_` + string(status) + ` + 1`)
+	}
+	return b.String()
+}
+
+// reasonArg is Record.Reason for a stderr tail: NULL when it has no line.
+func reasonArg(tail []byte) any {
+	if l := ledger.LastLine(tail); l != "" {
+		return l
+	}
+	return nil
 }
 
 // StartAttempt implements Ledger.
@@ -984,15 +1043,18 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		if req.TTL > 0 {
 			expires = sql.NullInt64{Int64: now + req.TTL.Milliseconds(), Valid: true}
 		}
+		tail := req.Tail()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, exit_code = ?, exit_source = ?, updated_ms = ?,
 			finished_ms = ?, duration_ms = ?, ttl_ms = ?, expires_ms = ?, lease_expires_ms = 0, output_stored = ?,
-			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ? WHERE key = ? AND token = ?`,
+			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+bump(req.Class, req.Status)+`
+			WHERE key = ? AND token = ?`,
 			req.Status, req.ExitCode, req.ExitSource, now, now, req.Duration.Milliseconds(), req.TTL.Milliseconds(), expires,
-			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Key, req.Token)); err != nil {
+			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, reasonArg(tail),
+			req.Key, req.Token)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ? WHERE id = ?`,
-			now, req.ExitCode, req.Class, req.AttemptID)
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, stderr_tail = ? WHERE id = ?`,
+			now, req.ExitCode, req.Class, tail, req.AttemptID)
 		return err
 	})
 	if err == nil {
@@ -1036,7 +1098,7 @@ func (s *Ledger) Get(ctx context.Context, key string) (*ledger.Record, error) {
 
 // History implements Ledger.
 func (s *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, error) {
-	rows, err := s.conn.QueryContext(ctx, `SELECT n, token, host, pid, started_ms, ended_ms, exit_code, class, delay_ms
+	rows, err := s.conn.QueryContext(ctx, `SELECT n, token, host, pid, started_ms, ended_ms, exit_code, class, delay_ms, stderr_tail
 		FROM attempts WHERE key = ? ORDER BY id`, key)
 	if err != nil {
 		return nil, s.wrap("read", err)
@@ -1050,7 +1112,7 @@ func (s *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 			ended, code, d sql.NullInt64
 			class          sql.NullString
 		)
-		if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &started, &ended, &code, &class, &d); err != nil {
+		if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &started, &ended, &code, &class, &d, &a.StderrTail); err != nil {
 			return nil, s.wrap("read", err)
 		}
 		a.Started, a.Ended = time.UnixMilli(started), fromMS(ended)
