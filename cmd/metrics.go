@@ -41,6 +41,7 @@ reported together as group "other".
 same directory, then a rename), for node_exporter's textfile collector; the
 file name must end in .prom. Run it from cron:
 
+  PATH=/usr/local/bin:/usr/bin:/bin
   * * * * * idem metrics --textfile /var/lib/prometheus/node-exporter/idem.prom
 
 The counters live in the ledger's records; a record's counts move to the

@@ -130,9 +130,16 @@ func newCronRig(t *testing.T) *cronRig {
 // command is argv in a private mount namespace with the rig's mounts, its
 // stderr appended to errFile.
 func (g *cronRig) command(errFile string, argv ...string) command {
-	script := `mount --bind "$1" /usr/local/bin && mount --bind "$2" "$3" && err=$4 && shift 4 && exec "$@" 2>>"$err"`
+	return g.commandOver(errFile, "", "", argv...)
+}
+
+// commandOver is command with one more bind mount, of the directory src
+// over dst, when dst is not "".
+func (g *cronRig) commandOver(errFile, src, dst string, argv ...string) command {
+	script := `mount --bind "$1" /usr/local/bin && mount --bind "$2" "$3" && ` +
+		`{ [ -z "$6" ] || mount --bind "$5" "$6"; } && err=$4 && shift 6 && exec "$@" 2>>"$err"`
 	c := clean(nil, g.unshare, append([]string{"-m", "--propagation", "private", "/bin/sh", "-c", script, "sh",
-		g.bin, g.home, g.homePath, errFile}, argv...)...)
+		g.bin, g.home, g.homePath, errFile, src, dst}, argv...)...)
 	c.dir = "/"
 	return c
 }
@@ -173,9 +180,7 @@ func TestCrontabUnderCron(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range blocks {
-		if b.script == "testscripts/readme_cron.txtar" {
-			tabs = append(tabs, crontabs("README.md", strings.Join(b.lines, "\n"))...)
-		}
+		tabs = append(tabs, crontabs("README.md", strings.Join(b.lines, "\n"))...)
 	}
 	idem := idemBin(t)
 	for _, src := range [][]string{{"--help"}, {"run", "--help"}, {"man"}} {
@@ -186,7 +191,7 @@ func TestCrontabUnderCron(t *testing.T) {
 	for _, c := range tabs {
 		count[c.source]++
 	}
-	for src, want := range map[string]int{"README.md": 1, "idem --help": 1, "idem run --help": 1, "idem man": 2} {
+	for src, want := range map[string]int{"README.md": 2, "idem --help": 1, "idem run --help": 1, "idem man": 2} {
 		if count[src] < want {
 			t.Errorf("%s shows %d crontab examples, want at least %d", src, count[src], want)
 		}
@@ -194,6 +199,13 @@ func TestCrontabUnderCron(t *testing.T) {
 	for i, c := range tabs {
 		for _, job := range c.jobs {
 			cmd := cronCommand(t, c, job)
+			if strings.Contains(cmd, "idem metrics") {
+				t.Run(strings.ReplaceAll(c.source, " ", "_")+"/metrics", func(t *testing.T) {
+					t.Logf("%d: %s: %q %s", i, c.source, c.env, cmd)
+					cronMetrics(t, c, cmd)
+				})
+				continue
+			}
 			t.Run(strings.ReplaceAll(c.source, " ", "_"), func(t *testing.T) {
 				t.Logf("%d: %s: %q %s", i, c.source, c.env, cmd)
 				g := newCronRig(t)
@@ -236,6 +248,39 @@ func TestCrontabUnderCron(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// cronMetrics runs a documented `idem metrics --textfile FILE` crontab line
+// once under cron's environment, with a temporary directory mounted over
+// FILE's directory, after a run has recorded a key in the default ledger:
+// it exits 0 and writes the ledger's metrics to FILE.
+func cronMetrics(t *testing.T, c crontab, cmd string) {
+	f := strings.Fields(cmd)
+	file := f[len(f)-1]
+	if !strings.HasSuffix(file, ".prom") || !filepath.IsAbs(file) {
+		t.Fatalf("%s: the metrics line does not end in an absolute .prom file: %s", c.source, cmd)
+	}
+	g := newCronRig(t)
+	dst := filepath.Dir(file)
+	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
+		testenv.Need(t, dst, false, "the textfile directory of node_exporter's Debian package (prometheus-node-exporter)")
+	}
+	src := mkdir(t, filepath.Join(g.dir, "textfile"), 0o755)
+	seed := append(g.cronEnv(c.env), "/bin/sh", "-c", "idem run --key cron:metrics-seed -- true")
+	if p := run(t, g.command(filepath.Join(g.dir, "err0"), seed...)); p.exitStatus != (exitStatus{}) {
+		t.Fatalf("seeding the ledger: %v\n%s", p, g.read("err0"))
+	}
+	p := run(t, g.commandOver(filepath.Join(g.dir, "err1"), src, dst, append(g.cronEnv(c.env), "/bin/sh", "-c", cmd)...))
+	if p.exitStatus != (exitStatus{}) {
+		t.Fatalf("cron would mail an error: %v\n%s", p, g.read("err1"))
+	}
+	got, err := os.ReadFile(filepath.Join(src, filepath.Base(file)))
+	if err != nil {
+		t.Fatalf("the metrics line wrote no %s: %v", file, err)
+	}
+	if !strings.Contains(string(got), `idem_records{status="succeeded"} 1`) {
+		t.Errorf("%s does not count the seeded record:\n%s", file, got)
 	}
 }
 
