@@ -23,8 +23,17 @@ import (
 
 // debianPackage names the package that provides a program, for the message
 // of a test that needs it.
-var debianPackage = map[string]string{"strace": "strace", "git": "git", "curl": "curl", "go": "golang-go", "webhook": "webhook",
-	"promtool": "prometheus", "prometheus-node-exporter": "prometheus-node-exporter"}
+func debianPackage(program string) string {
+	switch program {
+	case "go":
+		return "golang-go"
+	case "promtool":
+		return "prometheus"
+	case "unshare", "setpriv":
+		return "util-linux"
+	}
+	return program
+}
 
 // available reports whether a script or test finds name (a program on
 // PATH, or "postgres"), and if not, why and how to provide it.
@@ -37,9 +46,7 @@ func available(name string) (ok bool, why string) {
 		return true, ""
 	}
 	why = name + " is not on PATH"
-	if pkg, ok := debianPackage[name]; ok {
-		why += " (Debian: apt-get install " + pkg + ")"
-	}
+	why += " (Debian: apt-get install " + debianPackage(name) + ")"
 	return false, why
 }
 
