@@ -33,6 +33,31 @@ func (a *app) ledgerPath() (string, error) {
 	return filepath.Join(home, ".local", "state", "idem", "ledger.db"), nil
 }
 
+// runLockPath is the run lock file for l (see procs.Lock): beside a SQLite
+// ledger; for a shared ledger, in this host's state directory, named by the
+// ledger's identity (it covers this host only). "": no lock.
+func (a *app) runLockPath(l ledger.Ledger) string {
+	if _, ok := l.(*sqlite.Ledger); ok {
+		return l.Describe() + ".runlock"
+	}
+	id := ledger.Identity(l)
+	if id == "" {
+		return ""
+	}
+	dir := ""
+	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		dir = filepath.Join(d, "idem")
+	} else if home := a.getenv("HOME"); home != "" {
+		dir = filepath.Join(home, ".local", "state", "idem")
+	} else {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "runs-"+id+".lock")
+}
+
 // openLedger opens the ledger; only commands that need it call this.
 func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	path, err := a.ledgerPath()

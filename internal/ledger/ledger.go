@@ -33,6 +33,9 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -287,6 +290,32 @@ type Ledger interface {
 	// Describe names the ledger for people (a path, or a DSN without secrets).
 	Describe() string
 	Close() error
+}
+
+// Identity returns l's identity, or "" when l has none: a short string
+// that every process using the same ledger on a host gets alike and that
+// two ledgers in use on one host never share. Fencing tokens are counted
+// per ledger, so a run is named by the ledger's identity, its key and its
+// token. A backend has one by a method Identity() string. It is derived,
+// not stored, so that it needs no schema change: SQLite from the file's
+// device and inode, PostgreSQL from the time its schema was created.
+func Identity(l Ledger) string {
+	if i, ok := l.(interface{ Identity() string }); ok {
+		return i.Identity()
+	}
+	return ""
+}
+
+// MakeIdentity hashes a backend's name and numbers into an identity.
+func MakeIdentity(backend string, nums ...uint64) string {
+	h := sha256.New()
+	h.Write([]byte(backend))
+	var b [8]byte
+	for _, n := range nums {
+		binary.BigEndian.PutUint64(b[:], n)
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Options says how a backend's opener opens a ledger.
