@@ -281,8 +281,8 @@ type Ledger interface {
 	// are included: Record.Expired tells them apart.
 	List(ctx context.Context, f ListFilter) ([]*Record, error)
 	// Purge removes the records req selects, with their attempt history,
-	// in chunks of short write transactions. Live in_progress records are
-	// kept unless req.Force. A selector that selects nothing returns
+	// in chunks of short write transactions. In_progress records, lease
+	// expired or not, are kept unless req.Force. A selector that selects nothing returns
 	// ErrEmptySelector.
 	Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error)
 	// Vacuum compacts the store and returns its size before and after.
@@ -379,8 +379,8 @@ const DefaultPurgeChunk = 5000
 // reserved after the purge began are left alone.
 type PurgeRequest struct {
 	Selector
-	// Force also removes live in_progress records (lease not expired); their
-	// owners lose the lease.
+	// Force also removes in_progress records, expired lease or not (their
+	// processes may still run); their owners lose the lease.
 	Force  bool
 	DryRun bool // remove nothing; report what would go
 	Chunk  int  // records per write transaction; 0: DefaultPurgeChunk
@@ -401,8 +401,9 @@ type PurgeResult struct {
 	// Keys lists, with DryRun only, the keys that would be removed, in key
 	// order.
 	Keys []string
-	// Live lists the live in_progress records the selector matched: kept
-	// without Force, removed (and counted in Removed) with it.
+	// Live lists the in_progress records the selector matched (lease
+	// expired or not: their processes may still run): kept without Force,
+	// removed (and counted in Removed) with it.
 	Live []*Record
 	// Missing lists the Selector.Keys that have no record.
 	Missing []string
