@@ -23,7 +23,8 @@ import (
 
 // debianPackage names the package that provides a program, for the message
 // of a test that needs it.
-var debianPackage = map[string]string{"strace": "strace", "git": "git", "curl": "curl", "go": "golang-go"}
+var debianPackage = map[string]string{"strace": "strace", "git": "git", "curl": "curl", "go": "golang-go",
+	"parallel": "parallel", "unshare": "util-linux", "timeout": "coreutils", "nohup": "coreutils"}
 
 // available reports whether a script or test finds name (a program on
 // PATH, or "postgres"), and if not, why and how to provide it.

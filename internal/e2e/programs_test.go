@@ -56,6 +56,7 @@ func programs() map[string]func() {
 		"slowappend": slowappend,
 		"gate":       gate,
 		"fgcheck":    fgcheck,
+		"overlapjob": overlapjob,
 
 		// records with a past clock, for the operators' scripts
 		"seedrecord": seedrecord,

@@ -265,15 +265,18 @@ func stopSignal(first, now time.Time, grace time.Duration) syscall.Signal {
 // the ledger: a taker that dies here forgets nothing, the next scans again.
 func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, grace time.Duration, inv *invocation) (int, error) {
 	finder := r.Procs
-	var idem *procs.Process
-	if ab != nil && r.Host.sameHost(*ab) && ab.PID > 0 {
-		idem = &procs.Process{PID: ab.PID, Start: ab.StartTime}
-	}
-	if finder == nil && idem == nil {
-		return 0, nil
-	}
 	if finder == nil {
 		finder = pidOnly{r.Host}
+	}
+	var idem *procs.Process
+	if ab != nil && r.Host.BootID != "" && ab.BootID == r.Host.BootID {
+		// The abandoned idem, in this PID namespace or one below it.
+		if p, ok := finder.Owner(ab.PIDNS, ab.PID, ab.StartTime); ok {
+			idem = &p
+		}
+	}
+	if r.Procs == nil && idem == nil {
+		return 0, nil
 	}
 	seen := map[procs.Process]time.Time{}
 	var renew <-chan time.Time
@@ -332,6 +335,10 @@ func (pidOnly) Find(procs.Run) ([]procs.Process, error) { return nil, nil }
 func (f pidOnly) Alive(p procs.Process) bool {
 	st, err := f.h.stat(p.PID)
 	return err == nil && !st.gone() && st.start == p.Start
+}
+func (f pidOnly) Owner(pidns uint64, pid int, start uint64) (procs.Process, bool) {
+	p := procs.Process{PID: pid, Start: start}
+	return p, pidns == f.h.PIDNS && f.Alive(p)
 }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil

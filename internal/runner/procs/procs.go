@@ -103,6 +103,11 @@ type Finder interface {
 	Signal(p Process, sig syscall.Signal) (alive bool)
 	// Alive reports whether p still runs (a zombie does not).
 	Alive(p Process) bool
+	// Owner returns the process that is pid in the PID namespace whose
+	// inode is pidns and that started at start (an idem named by the
+	// ledger), when it runs and this process can see it: in its own
+	// namespace, or in one below it (a container seen from its host).
+	Owner(pidns uint64, pid int, start uint64) (Process, bool)
 }
 
 // keyOffset is the byte of the lock file that stands for key: FNV-1a, in

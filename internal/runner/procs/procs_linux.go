@@ -75,6 +75,64 @@ func earlier(environ []byte, before Run) (Run, bool) {
 	return Run{}, false
 }
 
+func (f procFinder) Owner(pidns uint64, pid int, start uint64) (Process, bool) {
+	p := Process{PID: pid, Start: start}
+	if pid <= 0 {
+		return p, false
+	}
+	if pidns == 0 || pidns == f.nsOf("self") {
+		return p, f.Alive(p)
+	}
+	// Another namespace: visible only when it is below this one. Look for
+	// a process in it whose innermost pid (NSpid's last) is pid.
+	d, err := os.Open(f.root)
+	if err != nil {
+		return p, false
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		host, err := strconv.Atoi(name)
+		if err != nil || f.nsOf(name) != pidns {
+			continue
+		}
+		if inner, ok := f.innerPID(name); ok && inner == pid {
+			q := Process{PID: host, Start: start}
+			return q, f.Alive(q)
+		}
+	}
+	return p, false
+}
+
+// nsOf is the inode of /proc/PID/ns/pid, 0 if it cannot be read.
+func (f procFinder) nsOf(pid string) uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat(f.root+"/"+pid+"/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// innerPID is the last pid of /proc/PID/status's NSpid line: the process's
+// pid in its own namespace.
+func (f procFinder) innerPID(pid string) (int, bool) {
+	b, err := os.ReadFile(f.root + "/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) == 0 {
+				return 0, false
+			}
+			n, err := strconv.Atoi(fs[len(fs)-1])
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 func (f procFinder) Alive(p Process) bool {
 	st, err := f.stat(p.PID)
 	return err == nil && !st.gone() && (p.Start == 0 || st.start == p.Start)

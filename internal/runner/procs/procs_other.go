@@ -27,3 +27,10 @@ func (n noFinder) Signal(p Process, sig syscall.Signal) bool {
 // Lock is always free here: there is no lock that every process of a run
 // inherits and that another PID namespace can test.
 func Lock(path, key string) (*os.File, bool, error) { return nil, false, nil }
+
+// Owner finds pid only when it is in this process's own namespace (pidns
+// 0: no namespaces here) and alive; its start time cannot be checked.
+func (n noFinder) Owner(pidns uint64, pid int, start uint64) (Process, bool) {
+	p := Process{PID: pid}
+	return p, pidns == 0 && n.Alive(p)
+}
