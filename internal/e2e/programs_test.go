@@ -57,6 +57,7 @@ func programs() map[string]func() {
 		"gate":       gate,
 		"fgcheck":    fgcheck,
 		"overlapjob": overlapjob,
+		"ledgerhog":  ledgerhog,
 
 		// records with a past clock, for the operators' scripts
 		"seedrecord": seedrecord,
