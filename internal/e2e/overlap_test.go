@@ -395,16 +395,23 @@ func TestOverlapChaos(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
-	job := g.job("short", "overlap:chaos", "--lease", "1s", "--kill-grace", "200ms", "--max-attempts", "1000000",
+	job := g.job("short", "overlap:chaos", "--lease", "1s", "--kill-grace", "200ms", "--max-attempts", "1000000", "--transient-codes", "1-255",
 		"--initial-delay", "10ms", "--max-delay", "50ms", "--deadline", "3s")
+	errs, err := os.Create(g.path("idem.stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errs.Close()
 	var live []*exec.Cmd
 	var stopped []int
+	stoppedAt := map[int]time.Time{}
 	kills, stops, runs := 0, 0, 0
 	for ctx.Err() == nil {
 		// Up to three idems at once.
 		for len(live) < 3 {
 			c := exec.Command(job.argv[0], job.argv[1:]...)
 			c.Dir, c.Env = job.dir, job.env
+			c.Stderr = errs
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -437,6 +444,7 @@ func TestOverlapChaos(t *testing.T) {
 		case 2:
 			syscall.Kill(v, syscall.SIGSTOP)
 			stopped = append(stopped, v)
+			stoppedAt[v] = time.Now()
 			stops++
 		case 3:
 			if len(stopped) > 0 {
@@ -445,6 +453,17 @@ func TestOverlapChaos(t *testing.T) {
 				stopped = append(stopped[:i], stopped[i+1:]...)
 			}
 		}
+		// A pause ends, if not sooner, a while past the 1s lease (an idem
+		// stopped for ever holds its key's run lock for ever: busy).
+		kept2 := stopped[:0]
+		for _, pid := range stopped {
+			if time.Since(stoppedAt[pid]) > 2*time.Second {
+				syscall.Kill(pid, syscall.SIGCONT)
+				continue
+			}
+			kept2 = append(kept2, pid)
+		}
+		stopped = kept2
 	}
 	for _, c := range live {
 		syscall.Kill(c.Process.Pid, syscall.SIGCONT)
@@ -456,7 +475,7 @@ func TestOverlapChaos(t *testing.T) {
 	t.Logf("%d idem runs, %d SIGKILLs, %d SIGSTOPs, %d executions started", runs, kills, stops, g.count("start "))
 	g.noOverlap()
 	if g.count("start ") < 20 {
-		t.Errorf("only %d executions in %v: the chaos starved the key", g.count("start "), dur)
+		t.Errorf("only %d executions in %v: the chaos starved the key; idem said:\n%s", g.count("start "), dur, tail(readFile(g.path("idem.stderr")), 30))
 	}
 }
 
@@ -487,4 +506,13 @@ func zombie(pid int) bool {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

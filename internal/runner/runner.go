@@ -451,6 +451,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			if err == nil {
 				err = inv.claim(ctx)
 			}
+			if err == nil {
+				probe.At("after-claim")
+			}
 			var lapsed *LeaseLapsedError
 			if errors.Is(err, ledger.ErrLeaseLost) || errors.As(err, &lapsed) {
 				return nil, leaseLost(o.Key, false, err)
