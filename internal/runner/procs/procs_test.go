@@ -39,4 +39,3 @@ func TestRunBefore(t *testing.T) {
 		})
 	}
 }
-
