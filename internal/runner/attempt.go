@@ -284,13 +284,20 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		renew = r.Clock.After(renewEvery(inv.o.Lease))
 	}
 	var interrupted syscall.Signal
-	for {
+	for empty := 0; ; {
 		found, _ := finder.Find(before)
 		if idem != nil && finder.Alive(*idem) {
 			found = append(found, *idem)
 		}
+		// A scan reads the process list first: a process forked meanwhile
+		// by one that then exited is in neither. Only a second empty scan,
+		// a poll later, says that none is left.
 		if len(found) == 0 {
-			break
+			if empty++; empty == 2 || len(seen) == 0 {
+				break
+			}
+		} else {
+			empty = 0
 		}
 		now := r.Clock.Now()
 		for _, p := range found {
