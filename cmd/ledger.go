@@ -39,11 +39,24 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 	if p := a.getenv("IDEM_LEDGER"); p != "" {
 		return ledgerLocation{path: p, named: true}, nil
 	}
+	dir, service, err := a.stateDir()
+	if err != nil {
+		return ledgerLocation{}, err
+	}
+	return ledgerLocation{path: filepath.Join(dir, "ledger.db"), service: service}, nil
+}
+
+// stateDir is idem's directory for this user's state on this host: the
+// first entry of $STATE_DIRECTORY (a systemd service's StateDirectory=,
+// then service is true), else $XDG_STATE_HOME/idem, else
+// ~/.local/state/idem, with the home directory from HOME or, without it (a
+// daemon's environment), from the password database.
+func (a *app) stateDir() (dir string, service bool, err error) {
 	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return ledgerLocation{path: filepath.Join(d, "ledger.db"), service: true}, nil
+		return d, true, nil
 	}
 	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return ledgerLocation{path: filepath.Join(d, "idem", "ledger.db")}, nil
+		return filepath.Join(d, "idem"), false, nil
 	}
 	home := a.getenv("HOME")
 	if home == "" {
@@ -54,11 +67,29 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 		}
 	}
 	if home == "" {
-		return ledgerLocation{}, &exitError{code: exitcode.IOErr,
+		return "", false, &exitError{code: exitcode.IOErr,
 			msg:  fmt.Sprintf("cannot find the default ledger: HOME is not set and the password database has no home directory for uid %d", os.Getuid()),
 			hint: "set IDEM_LEDGER to the ledger's path (or HOME)"}
 	}
-	return ledgerLocation{path: filepath.Join(home, ".local", "state", "idem", "ledger.db")}, nil
+	return filepath.Join(home, ".local", "state", "idem"), false, nil
+}
+
+// runLockPath is the run lock file for l (see procs.Lock): beside a SQLite
+// ledger; for a shared ledger, in this host's state directory, named by the
+// ledger's identity (it covers this host only). "": no lock.
+func (a *app) runLockPath(l ledger.Ledger) string {
+	if _, ok := l.(*sqlite.Ledger); ok {
+		return l.Describe() + ".runlock"
+	}
+	id := ledger.Identity(l)
+	if id == "" {
+		return ""
+	}
+	dir, _, err := a.stateDir()
+	if err != nil || os.MkdirAll(dir, 0o700) != nil {
+		return ""
+	}
+	return filepath.Join(dir, "runs-"+id+".lock")
 }
 
 // openLedger opens the ledger to read and write, creating it when missing;

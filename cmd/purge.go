@@ -39,10 +39,13 @@ A removed key is absent: its next 'idem run' executes afresh.
 progress), not from its replays; it accepts d (days) as well as h, m and s.
 --expired selects records past their --ttl.
 
-A live record in progress (its lease not expired) is never removed without
---force: purge names it and exits 75. With --force, the run that holds it
-loses its lease: it stops its command at its next ledger write and records
-nothing.
+A record in progress is never removed without --force, even when its lease
+expired: its processes may still run (the run that takes the key over stops
+them first). Purge names it and exits 75. With --force, the run that holds
+it loses its lease: a living idem stops its command at its next ledger write
+and records nothing; purge itself stops nothing, and processes of a run
+whose idem is gone keep running until they end or the next run of the key
+on their host stops them.
 
 Records go in chunks of 5,000 per transaction, so a concurrent 'idem run'
 waits at most a moment. --vacuum compacts the ledger afterwards (it holds
@@ -73,7 +76,7 @@ the ledger while it runs). Keys of removed records go to stdout with
 	f.StringVar(&o.prefix, "prefix", "", "records whose key starts with PREFIX")
 	f.BoolVar(&o.expired, "expired", false, "records past their --ttl")
 	f.BoolVar(&o.all, "all", false, "every record")
-	f.BoolVar(&o.force, "force", false, "also remove live in-progress records (their runs lose the lease)")
+	f.BoolVar(&o.force, "force", false, "also remove records in progress, lease expired or not (their runs lose the lease; purge stops no process)")
 	f.BoolVarP(&o.dryRun, "dry-run", "n", false, "list the keys that would go; remove nothing")
 	f.BoolVar(&o.vacuum, "vacuum", false, "compact the ledger afterwards")
 	f.Lookup("older-than").DefValue = "0" // no "(default 0s)" in the help
@@ -81,7 +84,7 @@ the ledger while it runs). Keys of removed records go to stdout with
 		exitLine{exitcode.OK, "removed what was selected (or, with --dry-run, listed it)"},
 		exitLine{exitcode.Usage, "usage: nothing selected, bad flag, status, prefix or key"},
 		exitLine{exitcode.IOErr, "ledger cannot be opened, read or written"},
-		exitLine{exitcode.TempFail, "a live in-progress record was kept (use --force to remove it)"},
+		exitLine{exitcode.TempFail, "a record in progress was kept (use --force to remove it)"},
 	))
 	return c
 }
@@ -143,17 +146,23 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	}
 	now := time.Now()
 	for _, r := range res.Live {
-		holder := fmt.Sprintf("in progress on %s (pid %d, token %d, attempt %d/%d), lease expires %s",
-			r.Owner.Host, r.Owner.PID, r.Token, r.Attempts, r.MaxAttempts, stamp(r.LeaseExpiry, now))
+		lease := "lease expires " + stamp(r.LeaseExpiry, now)
+		if !r.LeaseExpiry.After(now) {
+			lease = "lease expired " + stamp(r.LeaseExpiry, now) + "; its processes may still run"
+		}
+		holder := fmt.Sprintf("in progress on %s (pid %d, token %d, attempt %d/%d), %s",
+			r.Owner.Host, r.Owner.PID, r.Token, r.Attempts, r.MaxAttempts, lease)
+		left := fmt.Sprintf("purge stops no process: whatever of that run still runs on %s (IDEM_TOKEN=%d) keeps running until it ends or the next run of %s there stops it",
+			r.Owner.Host, r.Token, r.Key)
 		switch {
 		case !o.force && o.dryRun:
 			u.noticef("would keep %s: %s", r.Key, holder)
 		case !o.force:
 			u.noticef("kept %s: %s", r.Key, holder)
 		case o.dryRun:
-			u.warnf("would remove %s while %s; that run would lose its lease", r.Key, holder)
+			u.warnf("would remove %s while %s; that run would lose its lease; %s", r.Key, holder, left)
 		default:
-			u.warnf("removed %s while %s; that run loses its lease and records nothing", r.Key, holder)
+			u.warnf("removed %s while %s; that run loses its lease and records nothing; %s", r.Key, holder, left)
 		}
 	}
 	if o.dryRun {
@@ -181,8 +190,8 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 			verb = "would keep"
 		}
 		return &exitError{code: exitcode.TempFail,
-			msg:  fmt.Sprintf("%s %s in progress with a live lease", verb, records(kept)),
-			hint: "let them finish (or their lease expire) and purge again, or remove them now with --force"}
+			msg:  fmt.Sprintf("%s %s in progress (their processes may still run)", verb, records(kept)),
+			hint: "let them finish, or run the key again to take an expired one over, and purge again; or remove them now with --force"}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
+	"github.com/idemhq/idem/internal/runner/procs"
 )
 
 // maxPayload bounds --payload-file: it is read whole to canonicalise JSON.
@@ -56,9 +57,17 @@ replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
 
-The child inherits the environment plus IDEM_KEY, IDEM_ATTEMPT (1-based),
-IDEM_MAX_ATTEMPTS and IDEM_RETRY_AFTER (a file: write a duration such as
-30s there to ask for that delay before the next attempt).
+The child inherits the environment plus IDEM_KEY, IDEM_TOKEN (the fencing
+token: refuse writes downstream whose token is lower than one already
+seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS, IDEM_RETRY_AFTER (a file:
+write a duration such as 30s there to ask for that delay before the next
+attempt) and IDEM_RUN (the run's identity, by which a later run finds and
+stops this run's processes), and fd 3, the key's run lock: a run of the key
+on this host does not start while a process keeps it open.
+
+Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
+every repeat, never escalated: SIGKILL comes only after --kill-grace. A
+signal ignored by idem's parent (nohup) stays ignored.
 
 A key is ` + key.Rule + `;
 build one from arbitrary parts with 'idem key'.`,
@@ -219,8 +228,14 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	// waits for a round trip to the runtime's signal thread per signal.
 	// (Registering them in a goroutine while the ledger opens measured
 	// slower on two cores.)
+	// A signal that idem's parent set to ignore (nohup, a shell's
+	// background job) stays ignored, for idem and for the command.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
 	// killing idem; the handler is reset to default in the child by exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -237,6 +252,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
+		Procs: procs.New(), LockPath: a.runLockPath(l),
 	}
 	ro := o.Options
 	ro.Fingerprint = fp
@@ -305,6 +321,7 @@ func runError(err error, o runner.Options) error {
 	var (
 		mismatch *ledger.MismatchError
 		busy     *runner.BusyError
+		held     *runner.HeldError
 		start    *runner.StartError
 		lapsed   *runner.LeaseLapsedError
 		waited   *runner.WaitTimeoutError
@@ -321,6 +338,11 @@ func runError(err error, o runner.Options) error {
 			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
 				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
+	case errors.As(err, &held):
+		return &exitError{code: exitcode.TempFail,
+			msg: fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see (another PID namespace, such as a container sharing the ledger, or processes that cleared their environment); nothing ran",
+				held.Key),
+			hint: "retry once they have ended; 'fuser -v " + held.LockPath + "' lists the processes on this host that hold the lock file"}
 	case errors.As(err, &start):
 		return startError(start)
 	case errors.As(err, &waited):

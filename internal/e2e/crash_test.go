@@ -64,8 +64,8 @@ func crashPoints(c crashCase) []crashPoint {
 	pts := []crashPoint{
 		{"before-reserve", []string{"absent"}, []int{0}},
 		{"after-reserve", []string{"in_progress"}, []int{0}},
+		{"after-claim", []string{"in_progress"}, []int{0}},
 		{"after-child-start", []string{"in_progress"}, []int{0, 1}},
-		{"after-set-child", []string{"in_progress"}, []int{0, 1}},
 		{"after-child-exit", []string{"in_progress"}, []int{1}},
 		{"before-finish", []string{"in_progress"}, last},
 		{"after-finish", []string{c.status}, last},
@@ -210,7 +210,7 @@ func settle(t *testing.T, s *stats, idem, path, key, marks string, args []string
 func TestCrashTorture(t *testing.T) {
 	s := newStats(t)
 	idem := buildHooked(t)
-	points := []string{"before-reserve", "after-reserve", "after-child-start", "after-set-child",
+	points := []string{"before-reserve", "after-reserve", "after-claim", "after-child-start",
 		"after-child-exit", "after-end-attempt", "before-finish", "after-finish", ""}
 	iterations := 15
 	if longRun() {

@@ -230,14 +230,16 @@ func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
 }
 
 // TestLeaseFencedAfterSIGSTOP stops idem past its lease; a second run takes
-// the key over and succeeds. When the first resumes, its write is fenced
-// off: it exits 75 and the recorded result stays the second's.
+// the key over and succeeds. The taker sees the stopped owner on this host
+// and stops it (SIGTERM and SIGCONT, SIGKILL after the grace) before it runs
+// anything: the first owner ends with its write fenced off (exit 75) or
+// killed, and the recorded result stays the second's.
 func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "crash:sigstop", "--lease", "1s", "--kill-grace", "300ms", "--", "crashjob", marks}
 	a := g.start(args...)
-	g.waitMarks(marks, 2)
+	old := g.waitMarks(marks, 2)
 	a.send(syscall.SIGSTOP)
 	time.Sleep(1500 * time.Millisecond) // past the 1s lease
 
@@ -245,10 +247,17 @@ func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
 	if !strings.HasPrefix(b.stdout, "done ") {
 		t.Fatalf("the second run did not execute cleanly: %v", b)
 	}
-	a.send(syscall.SIGCONT)
-	a.wait().expect(75)
-	if !strings.HasPrefix(a.stderr, `idem: error: lost the lease on key "crash:sigstop": another run took it over, or it was purged with --force; `) {
-		t.Errorf("the first run does not say it lost its lease: %v", a)
+	for _, m := range old[:2] {
+		if m.running() {
+			t.Errorf("process %d of the stopped owner's run still runs", m.pid)
+		}
+	}
+	a.wait()
+	switch {
+	case a.signal == syscall.SIGKILL:
+	case a.code == 75 && strings.HasPrefix(a.stderr, `idem: error: lost the lease on key "crash:sigstop": another run took it over, or it was purged with --force; `):
+	default:
+		t.Errorf("the first run neither was killed nor says it lost its lease: %v", a)
 	}
 
 	c := g.run(args...).expect(0)

@@ -31,6 +31,8 @@ func debianPackage(program string) string {
 		return "prometheus"
 	case "unshare", "setpriv":
 		return "util-linux"
+	case "timeout", "nohup":
+		return "coreutils"
 	}
 	return program
 }

@@ -56,7 +56,7 @@ func TestPhasePoints(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ledger.db")
 	run := []string{"main", "parsed", "signals", "opened", "before-reserve", "after-reserve",
-		"after-child-start", "after-set-child", "after-child-exit", "before-finish", "after-finish", "exit"}
+		"after-claim", "after-child-start", "after-child-exit", "before-finish", "after-finish", "exit"}
 
 	got := points(t, idem, "--ledger", db, "run", "--key", "phase-points", "--", "true")
 	if !slices.Equal(got, run) {

@@ -56,6 +56,8 @@ func programs() map[string]func() {
 		"slowappend": slowappend,
 		"gate":       gate,
 		"fgcheck":    fgcheck,
+		"overlapjob": overlapjob,
+		"ledgerhog":  ledgerhog,
 
 		// records with a past clock, for the operators' scripts
 		"seedrecord": seedrecord,

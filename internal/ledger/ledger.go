@@ -33,6 +33,9 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -340,8 +343,8 @@ type Ledger interface {
 	// constant memory.
 	Metrics(ctx context.Context, req MetricsRequest) (*Metrics, error)
 	// Purge removes the records req selects, with their attempt history,
-	// in chunks of short write transactions. Live in_progress records are
-	// kept unless req.Force. A selector that selects nothing returns
+	// in chunks of short write transactions. In_progress records, lease
+	// expired or not, are kept unless req.Force. A selector that selects nothing returns
 	// ErrEmptySelector.
 	Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error)
 	// Vacuum compacts the store and returns its size before and after.
@@ -349,6 +352,32 @@ type Ledger interface {
 	// Describe names the ledger for people (a path, or a DSN without secrets).
 	Describe() string
 	Close() error
+}
+
+// Identity returns l's identity, or "" when l has none: a short string
+// that every process using the same ledger on a host gets alike and that
+// two ledgers in use on one host never share. Fencing tokens are counted
+// per ledger, so a run is named by the ledger's identity, its key and its
+// token. A backend has one by a method Identity() string. It is derived,
+// not stored, so that it needs no schema change: SQLite from the file's
+// device and inode, PostgreSQL from the time its schema was created.
+func Identity(l Ledger) string {
+	if i, ok := l.(interface{ Identity() string }); ok {
+		return i.Identity()
+	}
+	return ""
+}
+
+// MakeIdentity hashes a backend's name and numbers into an identity.
+func MakeIdentity(backend string, nums ...uint64) string {
+	h := sha256.New()
+	h.Write([]byte(backend))
+	var b [8]byte
+	for _, n := range nums {
+		binary.BigEndian.PutUint64(b[:], n)
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Options says how a backend's opener opens a ledger.
@@ -430,8 +459,8 @@ const DefaultPurgeChunk = 5000
 // reserved after the purge began are left alone.
 type PurgeRequest struct {
 	Selector
-	// Force also removes live in_progress records (lease not expired); their
-	// owners lose the lease.
+	// Force also removes in_progress records, expired lease or not (their
+	// processes may still run); their owners lose the lease.
 	Force  bool
 	DryRun bool // remove nothing; report what would go
 	Chunk  int  // records per write transaction; 0: DefaultPurgeChunk
@@ -452,8 +481,9 @@ type PurgeResult struct {
 	// Keys lists, with DryRun only, the keys that would be removed, in key
 	// order.
 	Keys []string
-	// Live lists the live in_progress records the selector matched: kept
-	// without Force, removed (and counted in Removed) with it.
+	// Live lists the in_progress records the selector matched (lease
+	// expired or not: their processes may still run): kept without Force,
+	// removed (and counted in Removed) with it.
 	Live []*Record
 	// Missing lists the Selector.Keys that have no record.
 	Missing []string

@@ -11,7 +11,8 @@ type Pager interface {
 	// Missing returns the keys that have no record, in the order given.
 	Missing(ctx context.Context, keys []string) ([]string, error)
 	// Page returns up to n candidate keys after cursor, in key order, and
-	// which of them are live (Record.Live without OwnerDead; in SQL).
+	// which of them are live: in progress, lease expired or not (their
+	// processes may still run; in SQL).
 	Page(ctx context.Context, cursor string, n int) (keys []string, live map[string]struct{}, err error)
 	// Get returns a record without its output, or ErrNotFound.
 	Get(ctx context.Context, key string) (*Record, error)

@@ -26,15 +26,18 @@
  *     same way. Nothing about the old run's processes needs to be kept in
  *     the record.
  *  2. stopRun, on a takeover, on a retryable record, and before every next
- *     attempt of an invocation: find every process of an older run of the
- *     key (findRunProcesses: a /proc scan for the key's identity with a
- *     smaller token, or this invocation's earlier attempt) and the
- *     Abandoned idem itself (pid and start time from the record, same
- *     host and namespace); SIGTERM them, SIGKILL after --kill-grace
+ *     attempt of an invocation (and on a new key only when its run lock is
+ *     held: every process of a run holds it, so a free lock means there is
+ *     nothing to find, and fresh runs pay for no scan): find every process
+ *     of an older run of the key (procs.Finder.Find: a /proc scan for the
+ *     key's identity, IDEM_RUN, with a smaller token, or this invocation's
+ *     earlier attempt) and the Abandoned idem itself (pid and start
+ *     time from the record, same host, in the taker's PID namespace or
+ *     one below it, found there by NSpid); SIGTERM them, SIGKILL after --kill-grace
  *     (signals to idem meanwhile never cut the grace short); scan again
  *     until nothing older is found. While it waits it keeps its own lease.
  *     A taker that dies here forgets nothing: the next taker scans again.
- *  3. Run lock, before the first attempt: take the key's lock (an OFD
+ *  3. Run lock (takeLock), before the first attempt: take the key's lock (an OFD
  *     lock in a lock file beside the ledger) without waiting. The lock must
  *     conflict with the lock of EVERY other run of the key on this host,
  *     not only the Abandoned one's (e.g. a byte per key, taken
@@ -46,7 +49,7 @@
  *     see (a sibling PID namespace, or the stale idem of a chain of
  *     takeovers): do not run; report busy and Release the reservation
  *     (the record as it was, under a fresh token).
- *  4. Claim, with the lock held, just before the child starts: a fenced
+ *  4. Claim (claim), with the lock held, just before the child starts: a fenced
  *     write (Renew on the first attempt, StartAttempt on the next ones).
  *     No row: lease lost, start nothing. (Without it, an owner paused
  *     between Reserve and startChild starts its child after another run
@@ -560,9 +563,11 @@ proctype Owner(byte o) {
 attempt:
 #ifndef GROUPS
 		/* stopRun: signal every process of an older run found by its
-		 * identity, SIGKILL after the kill grace, re-scan until none. */
+		 * identity, SIGKILL after the kill grace, re-scan until none.
+		 * A new key (nothing taken) whose run lock is free skips the
+		 * scan: every process of a run holds its lock. */
 		do
-		:: FOUND -> termFound(); /* the kill grace */ killFound()
+		:: (took || a == 1 || !LOCKFREE(o)) && FOUND -> termFound(); /* the kill grace */ killFound()
 		:: else -> break
 		od;
 		if

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/probe"
+	"github.com/idemhq/idem/internal/runner/procs"
 )
 
 // groupPoll is how often idem looks whether a process group it stopped is
@@ -38,7 +40,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		end.held = &spool{}
 		live = end.held
 	}
-	spec := childSpec{argv: o.Argv, env: inv.environ(), tty: -1,
+	spec := childSpec{argv: o.Argv, env: inv.environ(), tty: -1, lock: inv.lock,
 		stdout: &tee{live: live, capture: end.stdout}, stderr: &tee{live: o.Stderr, capture: end.stderr}}
 	if o.SpooledStdin != nil {
 		spec.stdin = bytes.NewReader(o.SpooledStdin)
@@ -54,17 +56,10 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	exited := make(chan int, 1)
 	go func() { exited <- c.wait() }()
 
+	// The group is recorded for operators with the first renewal (the
+	// claim just renewed the lease; nothing depends on this write).
 	st, _ := r.Host.stat(c.pgid)
-	if err := r.Ledger.SetChild(context.WithoutCancel(ctx), o.Key, inv.token, c.pgid, st.start); err != nil {
-		if errors.Is(err, ledger.ErrLeaseLost) {
-			inv.abort(c, exited)
-			return nil, leaseLost(o.Key, true, err)
-		}
-		// An I/O error: retried with the renewals, under the same rule.
-		inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
-	}
 	defer func() { inv.pending = nil }()
-	probe.At("after-set-child")
 
 	var (
 		stopAt   <-chan time.Time // timeout or deadline
@@ -82,9 +77,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		stopAt = r.Clock.After(limit)
 	}
 	renew := r.Clock.After(renewEvery(o.Lease))
-	if inv.pending != nil {
-		renew = r.Clock.After(renewRetry(o.Lease))
-	}
+	inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	cancelled := ctx.Done()
 	stop := func(sig syscall.Signal) {
 		c.signal(sig)
@@ -110,12 +103,11 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			}
 			poll = r.Clock.After(groupPoll)
 		case s := <-r.Signals:
-			if end.signal != 0 {
-				c.signal(syscall.SIGKILL) // a second signal: at once
-				continue
+			// Forwarded, every time, never escalated (stopSignal).
+			if end.signal == 0 {
+				end.signal = toSignal(s)
 			}
-			end.signal = toSignal(s)
-			stop(end.signal)
+			stop(toSignal(s))
 		case <-cancelled:
 			cancelled = nil
 			if end.signal == 0 {
@@ -249,56 +241,189 @@ func (inv *invocation) sleep(ctx context.Context, d time.Duration) (syscall.Sign
 	}
 }
 
-// stopGroup stops an abandoned owner's child group on this host and waits
-// until it is gone, so that two executions never overlap: SIGTERM (and
-// SIGCONT, so that a stopped member can act on it), SIGKILL after the grace.
-// inv, when the caller now owns the key, keeps its lease meanwhile. A first
-// signal to idem escalates to SIGKILL at once; a second one gives up: the
-// group is then recorded as idem's own child, so that whoever takes the key
-// over next stops it, and *InterruptedError is returned.
-func (r *Runner) stopGroup(ctx context.Context, key string, o ledger.Owner, grace time.Duration, inv *invocation) error {
-	if !r.Host.groupAlive(o) {
-		return nil
+// stopSignal is the one signal policy for stopping processes, idem's own
+// run's and an earlier run's alike: SIGTERM until the kill grace since the
+// first signal has passed, SIGKILL after it. Signals to idem meanwhile are
+// passed on as they are, again and again, and never shorten the grace:
+// whoever wants the processes dead at once sends SIGKILL.
+func stopSignal(first, now time.Time, grace time.Duration) syscall.Signal {
+	if now.Sub(first) >= grace {
+		return syscall.SIGKILL
 	}
-	pgid := o.ChildPGID
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	syscall.Kill(-pgid, syscall.SIGCONT)
-	kill := r.Clock.After(grace)
+	return syscall.SIGTERM
+}
+
+// stopRun stops, on this host, every process of a run of the key that is
+// before (procs.Run.Before: an earlier invocation, or this one's earlier
+// attempt) and the abandoned owner's idem (ab, when it ran in this PID
+// namespace), and returns once none is left, with how many it found: each
+// gets SIGTERM (and SIGCONT, so that a stopped one can act on it) when
+// first seen and SIGKILL once it has had the kill grace (stopSignal); the
+// scan is repeated until it finds nothing. inv, when the caller owns the
+// key, keeps its lease meanwhile, and a signal to idem is kept in
+// inv.signalled (the next attempt does not start). Nothing is written to
+// the ledger: a taker that dies here forgets nothing, the next scans again.
+func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, grace time.Duration, inv *invocation) (int, error) {
+	finder := r.Procs
+	if finder == nil {
+		finder = pidOnly{r.Host}
+	}
+	var idem *procs.Process
+	if ab != nil && r.Host.BootID != "" && ab.BootID == r.Host.BootID {
+		// The abandoned idem, in this PID namespace or one below it.
+		if p, ok := finder.Owner(ab.PIDNS, ab.PID, ab.StartTime); ok {
+			idem = &p
+		}
+	}
+	if r.Procs == nil && idem == nil {
+		return 0, nil
+	}
+	seen := map[procs.Process]time.Time{}
 	var renew <-chan time.Time
 	if inv != nil {
 		renew = r.Clock.After(renewEvery(inv.o.Lease))
 	}
 	var interrupted syscall.Signal
-	for r.Host.groupLive(pgid) {
+	for empty := 0; ; {
+		found, _ := finder.Find(before)
+		if idem != nil && finder.Alive(*idem) {
+			found = append(found, *idem)
+		}
+		// A scan reads the process list first: a process forked meanwhile
+		// by one that then exited is in neither. Only a second empty scan,
+		// a poll later, says that none is left.
+		if len(found) == 0 {
+			if empty++; empty == 2 || len(seen) == 0 {
+				break
+			}
+		} else {
+			empty = 0
+		}
+		now := r.Clock.Now()
+		for _, p := range found {
+			p.Run = procs.Run{}
+			first, ok := seen[p]
+			if !ok {
+				seen[p], first = now, now
+			}
+			finder.Signal(p, stopSignal(first, now, grace))
+			finder.Signal(p, syscall.SIGCONT)
+		}
 		select {
-		case <-kill:
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			kill = r.Clock.After(grace)
+		case <-r.Clock.After(groupPoll):
 		case s := <-r.Signals:
 			if interrupted == 0 {
 				interrupted = toSignal(s)
-				syscall.Kill(-pgid, syscall.SIGKILL)
-				continue
 			}
-			if inv == nil {
-				return &InterruptedError{Key: key, Signal: interrupted}
-			}
-			wctx := context.WithoutCancel(ctx)
-			if err := r.Ledger.SetChild(wctx, key, inv.token, pgid, o.ChildStart); err != nil {
-				return leaseLost(key, false, err)
-			}
-			return &InterruptedError{Key: key, Signal: interrupted}
-		case <-r.Clock.After(groupPoll):
 		case <-renew:
 			next, err := inv.keepLease(ctx)
 			if err != nil {
-				return leaseLost(inv.o.Key, false, err)
+				return len(seen), leaseLost(inv.o.Key, false, err)
 			}
 			renew = r.Clock.After(next)
 		}
 	}
-	if interrupted != 0 && inv != nil {
-		inv.signalled = interrupted // the first attempt does not start
+	if interrupted != 0 {
+		if inv == nil {
+			return len(seen), &InterruptedError{Key: before.Key, Signal: interrupted}
+		}
+		if inv.signalled == 0 {
+			inv.signalled = interrupted
+		}
 	}
-	return nil
+	return len(seen), nil
+}
+
+// pidOnly is the Finder without Procs: it finds nothing by identity, and
+// checks and signals a pid by its start time.
+type pidOnly struct{ h Host }
+
+func (pidOnly) Find(procs.Run) ([]procs.Process, error) { return nil, nil }
+func (f pidOnly) Alive(p procs.Process) bool {
+	st, err := f.h.stat(p.PID)
+	return err == nil && !st.gone() && st.start == p.Start
+}
+func (f pidOnly) Owner(pidns uint64, pid int, start uint64) (procs.Process, bool) {
+	p := procs.Process{PID: pid, Start: start}
+	return p, pidns == f.h.PIDNS && f.Alive(p)
+}
+func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
+	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
+}
+
+// HeldError is returned when the key's run lock is held by processes that
+// idem cannot see or stop (another PID namespace, such as a container
+// sharing the ledger): nothing ran and the reservation was released.
+type HeldError struct {
+	Key      string
+	LockPath string
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see", e.Key)
+}
+
+// lockTries bounds how often takeLock stops what it finds and tries again.
+const lockTries = 20
+
+// takeLock takes the key's run lock before the first attempt, without
+// waiting. Held: the earlier run's processes that the scan finds are
+// stopped and the lock tried again; held while the scan finds nothing
+// (processes in another PID namespace, or that cleared their
+// environment): *HeldError.
+func (inv *invocation) takeLock(ctx context.Context) error {
+	r := inv.r
+	if r.LockPath == "" {
+		return nil
+	}
+	for try := 0; ; try++ {
+		f, held, err := procs.Lock(r.LockPath, inv.o.Key)
+		if err != nil {
+			return &ledger.StoreError{Op: "take the run lock", Path: r.LockPath, Err: err,
+				Hint: "check the permissions of the directory beside the ledger"}
+		}
+		if !held {
+			inv.lock = f
+			return nil
+		}
+		n, err := r.stopRun(ctx, inv.id(inv.n), nil, inv.o.KillGrace, inv)
+		if err != nil {
+			return err
+		}
+		if inv.signalled != 0 {
+			return &InterruptedError{Key: inv.o.Key, Signal: inv.signalled}
+		}
+		if try >= lockTries || n == 0 && try > 0 {
+			return &HeldError{Key: inv.o.Key, LockPath: r.LockPath}
+		}
+		if n == 0 {
+			// The last holder may be exiting: look once more.
+			<-r.Clock.After(groupPoll)
+		}
+	}
+}
+
+// claim is the fenced write just before the first child starts (the next
+// attempts' claim is StartAttempt): a run that was paused after Reserve
+// and was taken over meanwhile starts nothing (ledger.ErrLeaseLost). An
+// I/O error is retried like a renewal's, while the lease lasts; then
+// *LeaseLapsedError.
+func (inv *invocation) claim(ctx context.Context) error {
+	r, o := inv.r, inv.o
+	for {
+		before := r.Clock.Now()
+		err := r.Ledger.Renew(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
+		switch {
+		case err == nil:
+			inv.leaseUntil = before.Add(o.Lease)
+			return nil
+		case errors.Is(err, ledger.ErrLeaseLost):
+			return err
+		}
+		retry := renewRetry(o.Lease)
+		if !r.Clock.Now().Add(retry).Before(inv.leaseUntil) {
+			return &LeaseLapsedError{Err: err}
+		}
+		<-r.Clock.After(retry)
+	}
 }

@@ -56,6 +56,9 @@ type childSpec struct {
 	// tty, when >= 0, is idem's terminal fd whose foreground group the
 	// child takes while it runs.
 	tty int
+	// lock, when set, is the run lock's file: the child gets it as fd 3
+	// and every descendant that keeps it holds the lock.
+	lock *os.File
 }
 
 func startChild(spec childSpec) (*child, error) {
@@ -68,6 +71,9 @@ func startChild(spec childSpec) (*child, error) {
 	cmd.Stdout = spec.stdout
 	cmd.Stderr = spec.stderr
 	cmd.WaitDelay = waitDelay
+	if spec.lock != nil {
+		cmd.ExtraFiles = []*os.File{spec.lock}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if spec.tty >= 0 {
 		cmd.SysProcAttr.Foreground = true

@@ -21,6 +21,7 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/probe"
+	"github.com/idemhq/idem/internal/runner/procs"
 )
 
 // Clock is the runner's time source; tests inject a fake.
@@ -131,6 +132,13 @@ type Runner struct {
 	Signals <-chan os.Signal
 	// Environ is the environment the child inherits.
 	Environ []string
+	// Procs finds and signals the processes of a key's earlier runs on
+	// this host (takeovers, retryable records, next attempts). Nil: none
+	// are found, only the abandoned owner's idem is stopped.
+	Procs procs.Finder
+	// LockPath is the run lock file (procs.Lock), beside the ledger or,
+	// for a shared ledger, in this host's state directory. "": no lock.
+	LockPath string
 }
 
 // Result is what an invocation did.
@@ -272,9 +280,10 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	switch resv.Outcome {
 	case ledger.Replay:
 		if resv.Abandoned != nil {
-			// The lost attempt was the last of the budget; its group must
-			// still go.
-			if err := r.stopGroup(ctx, o.Key, *resv.Abandoned, o.KillGrace, nil); err != nil {
+			// The lost attempt was the last of the budget; its processes
+			// must still go.
+			before := procs.Run{Ledger: ledger.Identity(r.Ledger), Key: o.Key, Token: resv.Record.Token + 1}
+			if _, err := r.stopRun(ctx, before, resv.Abandoned, o.KillGrace, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -292,12 +301,17 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	inv := &invocation{r: r, o: o, started: started, deadline: deadline, token: resv.Token, n: resv.Attempt,
 		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
-		res: &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited}}
+		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
+		ledgerID: ledger.Identity(r.Ledger)}
 	if resv.Abandoned != nil {
 		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
-		// Before anything runs, the abandoned owner's child must be gone:
-		// two executions never overlap.
-		if err := r.stopGroup(ctx, o.Key, *resv.Abandoned, o.KillGrace, inv); err != nil {
+	}
+	if resv.Abandoned != nil || resv.Prev != nil {
+		// A takeover, or a key that ran before: before anything runs, every
+		// process of an earlier run must be gone, so that two executions
+		// never overlap. (A new key skips the scan; the run lock still
+		// tells if something runs.)
+		if _, err := r.stopRun(ctx, inv.id(inv.n), resv.Abandoned, o.KillGrace, inv); err != nil {
 			return nil, err
 		}
 	}
@@ -384,9 +398,18 @@ type invocation struct {
 	// pending is the running attempt's group while the ledger does not know
 	// it (SetChild failed with an I/O error: retried with the renewals).
 	pending *pendingChild
-	// signalled is a signal idem took while stopping an abandoned group.
+	// signalled is a signal idem took while stopping an earlier run.
 	signalled  syscall.Signal
 	retryAfter string // IDEM_RETRY_AFTER file
+	// ledgerID is the ledger's identity, part of the run's (procs.Run).
+	ledgerID string
+	// lock holds the key's run lock (nil: none); every child inherits it.
+	lock *os.File
+}
+
+// id is the identity of this invocation's attempt n.
+func (inv *invocation) id(n int) procs.Run {
+	return procs.Run{Ledger: inv.ledgerID, Key: inv.o.Key, Token: inv.token, Attempt: n}
 }
 
 // attemptEnd is how one attempt ended.
@@ -417,12 +440,32 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		inv.retryAfter = name
 		defer os.Remove(inv.retryAfter)
 	}
+	defer func() {
+		if inv.lock != nil {
+			inv.lock.Close() // the run's processes keep holding it
+		}
+	}()
 	var last *attemptEnd // the previous attempt of this invocation
 	for {
 		if last == nil {
-			// Nothing ran yet: an interruption or a passed deadline gives
-			// the key back as it was.
-			if err := inv.mayStart(ctx); err != nil {
+			// Nothing ran yet: an interruption, a passed deadline or a run
+			// lock held by processes idem cannot stop gives the key back
+			// as it was.
+			err := inv.mayStart(ctx)
+			if err == nil {
+				err = inv.takeLock(ctx)
+			}
+			if err == nil {
+				err = inv.claim(ctx)
+			}
+			if err == nil {
+				probe.At("after-claim")
+			}
+			var lapsed *LeaseLapsedError
+			if errors.Is(err, ledger.ErrLeaseLost) || errors.As(err, &lapsed) {
+				return nil, leaseLost(o.Key, false, err)
+			}
+			if err != nil {
 				if rerr := r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev); rerr != nil {
 					return nil, leaseLost(o.Key, false, rerr)
 				}
@@ -493,6 +536,17 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		if inv.pastDeadline() {
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
+		// The attempt that ended may have left processes (a background
+		// job, one that left the group): they go before the next starts.
+		if _, err := r.stopRun(ctx, inv.id(inv.n+1), nil, o.KillGrace, inv); err != nil {
+			return nil, err
+		}
+		if inv.signalled != 0 {
+			inv.res.Signal = inv.signalled
+			return inv.done(ctx, ledger.StatusRetryable, end)
+		}
+		// StartAttempt is the claim: a fenced write just before the child
+		// starts.
 		before := r.Clock.Now()
 		n, id, err := r.Ledger.StartAttempt(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
 		if err != nil {
@@ -637,18 +691,25 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 	return inv.r.Ledger.Finish(context.WithoutCancel(ctx), req)
 }
 
-// environ is the child's environment for the current attempt.
+// environ is the child's environment for the current attempt: the run's
+// identity (procs.Env, added to the runs the environment already names)
+// goes to every process of the run, so that a later run finds them.
 func (inv *invocation) environ() []string {
-	env := make([]string, 0, len(inv.r.Environ)+4)
+	env := make([]string, 0, len(inv.r.Environ)+6)
+	inherited := ""
 	for _, kv := range inv.r.Environ {
 		switch envName(kv) {
-		case "IDEM_KEY", "IDEM_ATTEMPT", "IDEM_MAX_ATTEMPTS", "IDEM_RETRY_AFTER":
+		case "IDEM_KEY", "IDEM_TOKEN", "IDEM_ATTEMPT", "IDEM_MAX_ATTEMPTS", "IDEM_RETRY_AFTER":
+			continue
+		case procs.Env:
+			inherited = kv[len(procs.Env)+1:]
 			continue
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "IDEM_KEY="+inv.o.Key, "IDEM_ATTEMPT="+strconv.Itoa(inv.n),
-		"IDEM_MAX_ATTEMPTS="+strconv.Itoa(inv.o.MaxAttempts))
+	env = append(env, "IDEM_KEY="+inv.o.Key, "IDEM_TOKEN="+strconv.FormatInt(inv.token, 10),
+		"IDEM_ATTEMPT="+strconv.Itoa(inv.n), "IDEM_MAX_ATTEMPTS="+strconv.Itoa(inv.o.MaxAttempts),
+		procs.Env+"="+procs.EnvValue(inherited, inv.id(inv.n)))
 	if inv.retryAfter != "" {
 		env = append(env, "IDEM_RETRY_AFTER="+inv.retryAfter)
 	}

@@ -36,6 +36,7 @@ type faultyLedger struct {
 	mu        sync.Mutex
 	failRenew int // renewals still to fail; < 0: all
 	renewals  int // renewals attempted
+	okFirst   int // renewals that pass before failRenew applies
 	pgid      int
 }
 
@@ -44,8 +45,8 @@ var errDisk = &ledger.StoreError{Op: "renew lease", Err: errors.New("I/O error o
 func (f *faultyLedger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
 	f.mu.Lock()
 	f.renewals++
-	fail := f.failRenew != 0
-	if f.failRenew > 0 {
+	fail := f.failRenew != 0 && f.renewals > f.okFirst
+	if fail && f.failRenew > 0 {
 		f.failRenew--
 	}
 	f.mu.Unlock()
@@ -107,7 +108,9 @@ func TestRenewalIOErrorRetried(t *testing.T) {
 // child's group is gone and nothing is recorded.
 func TestRenewalIOErrorLapses(t *testing.T) {
 	sq := openLedger(t)
-	f := &faultyLedger{Ledger: sq, failRenew: -1}
+	// The first renewal is the claim before the child starts; every one
+	// after it fails.
+	f := &faultyLedger{Ledger: sq, failRenew: -1, okFirst: 1}
 	o, _, _ := options("renew:lapses", "sh", "-c", "sleep 30 & sleep 30")
 	o.Lease = 600 * time.Millisecond
 	_, err := newRunner(f, nil).Run(context.Background(), o)

@@ -258,14 +258,19 @@ func testPurgeOlderThan(e *env) {
 	e.outcome("evt:age:young", ledger.StatusSucceeded, 0)
 	e.clock.set(t0.Add(40 * day))
 
+	// The abandoned in_progress record is old, but its processes may
+	// still run: kept without --force, and named.
 	dry := e.purge(ledger.PurgeRequest{Selector: ledger.Selector{OlderThan: 30 * day}, DryRun: true})
-	want := []string{"evt:age:old-abandoned", "evt:age:old-replayed"}
-	if !slices.Equal(dry.Keys, want) || dry.Removed != 2 {
+	want := []string{"evt:age:old-replayed"}
+	if !slices.Equal(dry.Keys, want) || dry.Removed != 1 || len(dry.Live) != 1 {
 		t.Errorf("dry run: %+v, want %q", dry, want)
 	}
 	res := e.purge(ledger.PurgeRequest{Selector: ledger.Selector{OlderThan: 30 * day}})
-	if res.Removed != 2 || len(res.Live) != 0 {
-		t.Errorf("Purge = %+v, want 2 removed", res)
+	if res.Removed != 1 || len(res.Live) != 1 || res.Live[0].Key != "evt:age:old-abandoned" {
+		t.Errorf("Purge = %+v, want 1 removed, the abandoned one kept", res)
+	}
+	if res := e.purge(ledger.PurgeRequest{Selector: ledger.Selector{Keys: []string{"evt:age:old-abandoned"}}, Force: true}); res.Removed != 1 {
+		t.Errorf("with force: %+v, want the abandoned one removed", res)
 	}
 	all := []string{"evt:age:old-replayed", "evt:age:old-abandoned", "evt:age:old-retry", "evt:age:boundary", "evt:age:young"}
 	if got := e.present(all...); !slices.Equal(got, []string{"evt:age:old-retry", "evt:age:boundary", "evt:age:young"}) {
@@ -331,21 +336,28 @@ func testPurgeExpired(e *env) {
 func testPurgeLive(e *env) {
 	t := e.t
 	stale := e.reserve(request("evt:live:stale", ownerA))
-	e.clock.Advance(lease) // stale's lease is over: it is not live
+	e.clock.Advance(lease) // stale's lease is over; its processes may still run
 	live := e.reserve(request("evt:live:running", ownerB))
 	e.outcome("evt:live:done", ledger.StatusSucceeded, 0)
 	sel := ledger.Selector{Statuses: []ledger.Status{ledger.StatusInProgress}}
 
 	res := e.purge(ledger.PurgeRequest{Selector: sel})
-	if res.Removed != 1 || len(res.Live) != 1 {
-		t.Fatalf("without force: %+v, want the stale row removed and the live one kept", res)
+	if res.Removed != 0 || len(res.Live) != 2 {
+		t.Fatalf("without force: %+v, want both in_progress rows kept, the expired one too", res)
+	}
+	if l := res.Live[1]; l.Key != "evt:live:stale" || l.Owner.PID != ownerA.PID || l.Token != stale.Token {
+		t.Errorf("kept expired record %+v", l)
 	}
 	if l := res.Live[0]; l.Key != "evt:live:running" || l.Owner.PID != ownerB.PID || l.Token != live.Token {
 		t.Errorf("kept live record %+v", l)
 	}
 	e.checkTime("kept LeaseExpiry", res.Live[0].LeaseExpiry, e.clock.Now().Add(lease))
-	if got := e.present("evt:live:stale", "evt:live:running", "evt:live:done"); !slices.Equal(got, []string{"evt:live:running", "evt:live:done"}) {
+	if got := e.present("evt:live:stale", "evt:live:running", "evt:live:done"); !slices.Equal(got, []string{"evt:live:stale", "evt:live:running", "evt:live:done"}) {
 		t.Errorf("left %q", got)
+	}
+	res = e.purge(ledger.PurgeRequest{Selector: ledger.Selector{Keys: []string{"evt:live:stale"}}, Force: true})
+	if res.Removed != 1 || len(res.Live) != 1 {
+		t.Fatalf("expired with force: %+v, want it removed and named", res)
 	}
 	if err := e.l.Renew(e.ctx, "evt:live:stale", stale.Token, lease); !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Errorf("Renew by the purged stale owner: %v, want ErrLeaseLost", err)

@@ -75,6 +75,9 @@ type Ledger struct {
 	addr   string // host:port (or socket) for messages
 	// finishSync is synchronous_commit for Finish's commit.
 	finishSync string
+	// id is the ledger's identity: its schema's creation time (meta.created,
+	// microseconds), read at open.
+	id string
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
@@ -259,7 +262,8 @@ const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 // refused before anything is written.
 func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
 	var stored ledger.SchemaVersions
-	err := p.pool.QueryRow(ctx, versionsSQL).Scan(&stored.Write, &stored.Compat)
+	var created int64
+	err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -271,10 +275,28 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return p.schemaErr(err)
 	}
 	if len(pending) == 0 {
+		p.id = ledger.MakeIdentity("postgres", uint64(created))
 		return nil
 	}
-	return p.migrate(ctx, migrations)
+	if err := p.migrate(ctx, migrations); err != nil {
+		return err
+	}
+	if err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created); err != nil {
+		return p.wrap("open", err)
+	}
+	p.id = ledger.MakeIdentity("postgres", uint64(created))
+	return nil
 }
+
+// identitySQL is versionsSQL with the ledger's creation time, from which
+// its identity is derived (one round trip at open, as before).
+const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
+	(extract(epoch FROM created) * 1000000)::bigint FROM meta m`
+
+// Identity is the ledger's identity: the same for every host and every
+// spelling of the DSN, different for another database or schema (see
+// ledger.Identity).
+func (p *Ledger) Identity() string { return p.id }
 
 // schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (p *Ledger) schemaErr(err error) error {

@@ -17,10 +17,11 @@ import (
 // expression the records_outcome index is built on.
 const outcomeSQL = `coalesce(finished, created)`
 
-// liveSQL is Record.Live in SQL, at @now and without OwnerDead (purge
-// judges by the lease alone): true for an in_progress record whose lease
-// has not expired.
-const liveSQL = `coalesce(status = 'in_progress' AND lease_expires > @now, false)`
+// liveSQL is what purge keeps without --force: an in_progress record,
+// whether or not its lease expired, since its processes may still run (an
+// expired lease says only that its owner stopped renewing it; the run that
+// takes it over stops them first).
+const liveSQL = `(status = 'in_progress')`
 
 // filterSQL is the WHERE clause of List and of Purge's selector: every
 // condition is off when its argument is NULL (or false), so the statement

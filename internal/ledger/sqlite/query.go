@@ -336,10 +336,11 @@ func selectorWhere(sel ledger.Selector, nowMS int64) (string, []any, error) {
 	return strings.Join(where, ` AND `), args, nil
 }
 
-// liveSQL is Record.Live in SQL, at the (single) parameter and without
-// OwnerDead (purge judges by the lease alone): true for an in_progress
-// record whose lease has not expired.
-const liveSQL = `(status = 'in_progress' AND lease_expires_ms > ?)`
+// liveSQL is what purge keeps without --force: an in_progress record,
+// whether or not its lease expired, since its processes may still run (an
+// expired lease says only that its owner stopped renewing it; the run that
+// takes it over stops them first).
+const liveSQL = `(status = 'in_progress')`
 
 // Purge implements Ledger with ledger.PurgePages. Candidates are read a
 // page (Chunk records) at a time outside any write transaction; each page
@@ -443,7 +444,7 @@ func (p *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[
 // pageQuery is the statement of the page of n candidates after cursor.
 func (p *purger) pageQuery(cursor string, n int) (string, []any) {
 	return `SELECT key, ` + liveSQL + ` FROM records` + p.index + ` WHERE key > ? AND ` + p.cond + ` ORDER BY key LIMIT ?`,
-		append(append([]any{p.nowMS, cursor}, p.condArgs...), n)
+		append(append([]any{cursor}, p.condArgs...), n)
 }
 
 func (p *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
@@ -537,7 +538,6 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 	args := append([]any{string(j)}, condArgs...)
 	if !force {
 		q += ` AND NOT ` + liveSQL
-		args = append(args, nowMS)
 	}
 	q += ` RETURNING key, ` + ledger.CounterColumns
 	var n int

@@ -506,6 +506,18 @@ func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Mig
 // Describe returns the ledger's path.
 func (s *Ledger) Describe() string { return s.path }
 
+// Identity is the ledger's identity (see ledger.Identity): derived from the
+// main file's device and inode, which every process on this host sees
+// alike, whatever path (symlink, bind mount into a container) it uses, and
+// which no other file has while this one exists. "" if it cannot be read.
+func (s *Ledger) Identity() string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.path, &st); err != nil {
+		return ""
+	}
+	return ledger.MakeIdentity("sqlite", uint64(st.Dev), st.Ino)
+}
+
 // Close releases the connection (SQLite checkpoints the WAL).
 func (s *Ledger) Close() error {
 	if s.conn != nil {

@@ -1,0 +1,123 @@
+// Package procs finds and stops the processes of a key's runs on this
+// host. Every process of a run carries the run's identity in its
+// environment (variable Env, inherited by every descendant, also one that
+// leaves its process group or session) and inherits an open file
+// description that holds the key's run lock (Lock). A taker finds an older
+// run's processes by that identity (Finder), and learns from the lock that
+// processes it cannot see (another PID namespace) still run.
+//
+// The platform parts sit behind build tags: Linux scans /proc and uses OFD
+// locks; elsewhere (and with the build tag idem_noprocs) Find finds
+// nothing and the lock is always free, so only the lease protects a key.
+package procs
+
+import (
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Env is the environment variable that carries the identities of the runs
+// a process belongs to: space-separated Run strings, the innermost last
+// (an idem started by a run's command adds its own).
+const Env = "IDEM_RUN"
+
+// Run identifies one attempt of one invocation of a key: tokens are counted
+// per ledger, so the ledger's identity is part of it.
+type Run struct {
+	Ledger  string // the ledger's identity (ledger.Identity): no '/' or space
+	Key     string
+	Token   int64
+	Attempt int
+}
+
+// String is the form carried in Env: LEDGER/TOKEN/ATTEMPT/KEY (a key holds
+// no '/' and no space).
+func (r Run) String() string {
+	return r.Ledger + "/" + strconv.FormatInt(r.Token, 10) + "/" + strconv.Itoa(r.Attempt) + "/" + r.Key
+}
+
+// ParseRun reads a Run from its String form.
+func ParseRun(s string) (Run, bool) {
+	parts := strings.SplitN(s, "/", 4)
+	if len(parts) != 4 || parts[0] == "" || parts[3] == "" {
+		return Run{}, false
+	}
+	tok, err1 := strconv.ParseInt(parts[1], 10, 64)
+	att, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil {
+		return Run{}, false
+	}
+	return Run{Ledger: parts[0], Token: tok, Attempt: att, Key: parts[3]}, true
+}
+
+// Before reports whether r is an earlier run of the same key of the same
+// ledger as o: a smaller token (an earlier invocation), or the same token
+// and an earlier attempt.
+func (r Run) Before(o Run) bool {
+	if r.Ledger != o.Ledger || r.Key != o.Key {
+		return false
+	}
+	return r.Token < o.Token || r.Token == o.Token && r.Attempt < o.Attempt
+}
+
+// EnvValue is the value of Env for a process of run r whose parent's
+// environment held inherited (the runs it already belonged to).
+func EnvValue(inherited string, r Run) string {
+	if inherited = strings.TrimSpace(inherited); inherited != "" {
+		return inherited + " " + r.String()
+	}
+	return r.String()
+}
+
+// runsIn parses an Env value; entries that do not parse are skipped.
+func runsIn(v string) []Run {
+	var runs []Run
+	for _, f := range strings.Fields(v) {
+		if r, ok := ParseRun(f); ok {
+			runs = append(runs, r)
+		}
+	}
+	return runs
+}
+
+// Process is a process on this host: its pid and its start time (clock
+// ticks since boot on Linux), which together never name another process.
+type Process struct {
+	PID   int
+	Start uint64
+	// Run is the earlier run it was found by (zero for a process named by
+	// the ledger, such as an abandoned idem).
+	Run Run
+}
+
+// Finder finds and signals a key's processes on this host.
+type Finder interface {
+	// Find returns the living processes (zombies excluded) of every run
+	// of before's ledger and key that is Before it, the caller excluded.
+	// It returns what it could read; an error says the search was
+	// incomplete.
+	Find(before Run) ([]Process, error)
+	// Signal sends sig to p unless p is gone or its pid now names
+	// another process; alive reports whether p still ran.
+	Signal(p Process, sig syscall.Signal) (alive bool)
+	// Alive reports whether p still runs (a zombie does not).
+	Alive(p Process) bool
+	// Owner returns the process that is pid in the PID namespace whose
+	// inode is pidns and that started at start (an idem named by the
+	// ledger), when it runs and this process can see it: in its own
+	// namespace, or in one below it (a container seen from its host).
+	Owner(pidns uint64, pid int, start uint64) (Process, bool)
+}
+
+// keyOffset is the byte of the lock file that stands for key: FNV-1a, in
+// [0, 2^62) so that offset+1 never overflows. Two keys that share a byte
+// only make each other busy, never overlap.
+func keyOffset(key string) int64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return int64(h >> 2)
+}

@@ -1,0 +1,207 @@
+//go:build linux && !idem_noprocs
+
+package procs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// New returns this platform's Finder: on Linux, a scan of /proc.
+func New() Finder { return procFinder{root: "/proc"} }
+
+type procFinder struct{ root string }
+
+var envPrefix = []byte(Env + "=")
+
+// Find reads /proc/PID/environ of every process it may read (all of them
+// as root; the caller's own otherwise) and keeps those whose Env names an
+// earlier run of the key. A process's environ is what it was started with:
+// a process that cleared its environment before exec'ing is not found by
+// it (the run lock still tells it runs).
+func (f procFinder) Find(before Run) ([]Process, error) {
+	d, err := os.Open(f.root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var found []Process
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(f.root + "/" + name + "/environ")
+		if err != nil || !bytes.Contains(env, envPrefix) {
+			continue
+		}
+		run, ok := earlier(env, before)
+		if !ok {
+			continue
+		}
+		st, err := f.stat(pid)
+		if err != nil || st.gone() {
+			continue
+		}
+		found = append(found, Process{PID: pid, Start: st.start, Run: run})
+	}
+	return found, nil
+}
+
+// earlier returns the run in environ's Env that is Before before.
+func earlier(environ []byte, before Run) (Run, bool) {
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		v, ok := bytes.CutPrefix(kv, envPrefix)
+		if !ok {
+			continue
+		}
+		for _, r := range runsIn(string(v)) {
+			if r.Before(before) {
+				return r, true
+			}
+		}
+	}
+	return Run{}, false
+}
+
+func (f procFinder) Owner(pidns uint64, pid int, start uint64) (Process, bool) {
+	p := Process{PID: pid, Start: start}
+	if pid <= 0 {
+		return p, false
+	}
+	if pidns == 0 || pidns == f.nsOf("self") {
+		return p, f.Alive(p)
+	}
+	// Another namespace: visible only when it is below this one. Look for
+	// a process in it whose innermost pid (NSpid's last) is pid.
+	d, err := os.Open(f.root)
+	if err != nil {
+		return p, false
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		host, err := strconv.Atoi(name)
+		if err != nil || f.nsOf(name) != pidns {
+			continue
+		}
+		if inner, ok := f.innerPID(name); ok && inner == pid {
+			q := Process{PID: host, Start: start}
+			return q, f.Alive(q)
+		}
+	}
+	return p, false
+}
+
+// nsOf is the inode of /proc/PID/ns/pid, 0 if it cannot be read.
+func (f procFinder) nsOf(pid string) uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat(f.root+"/"+pid+"/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// innerPID is the last pid of /proc/PID/status's NSpid line: the process's
+// pid in its own namespace.
+func (f procFinder) innerPID(pid string) (int, bool) {
+	b, err := os.ReadFile(f.root + "/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) == 0 {
+				return 0, false
+			}
+			n, err := strconv.Atoi(fs[len(fs)-1])
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+func (f procFinder) Alive(p Process) bool {
+	st, err := f.stat(p.PID)
+	return err == nil && !st.gone() && (p.Start == 0 || st.start == p.Start)
+}
+
+// Signal opens a pidfd first and checks the start time through it, so that
+// a pid reused between the check and the signal is never signalled.
+func (f procFinder) Signal(p Process, sig syscall.Signal) bool {
+	fd, err := unix.PidfdOpen(p.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) && f.Alive(p) {
+			return syscall.Kill(p.PID, sig) == nil // kernels before 5.3
+		}
+		return false
+	}
+	defer unix.Close(fd)
+	if !f.Alive(p) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+}
+
+// stat is what Find reads from /proc/PID/stat.
+type stat struct {
+	state byte   // field 3
+	start uint64 // field 22: clock ticks since boot
+}
+
+func (s stat) gone() bool { return s.state == 'Z' || s.state == 'X' }
+
+// stat parses /proc/PID/stat from the last ')' (comm may hold anything).
+func (f procFinder) stat(pid int) (stat, error) {
+	b, err := os.ReadFile(f.root + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, errors.New("malformed stat")
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return stat{}, errors.New("malformed stat")
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return stat{}, errors.New("malformed stat")
+	}
+	return stat{state: fields[0][0], start: start}, nil
+}
+
+// Lock takes the key's run lock in the lock file at path without waiting:
+// an OFD lock on one byte chosen by the key, so that it conflicts with the
+// lock of every other run of the key that uses this file, and is held for
+// as long as any process keeps the returned file's description open (every
+// process of the run inherits it). held reports that another run holds it;
+// f is then nil.
+func Lock(path, key string) (f *os.File, held bool, err error) {
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: keyOffset(key), Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	return f, false, nil
+}

@@ -1,0 +1,71 @@
+//go:build linux && !idem_noprocs
+
+package procs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFindAndLock starts a process that carries an earlier run's identity
+// and holds the key's lock: Find finds it (and not for another key or a
+// later run), the lock is held until it is killed, then free.
+func TestFindAndLock(t *testing.T) {
+	lockPath := filepath.Join(t.TempDir(), "ledger.db.runlock")
+	f, held, err := Lock(lockPath, "evt:key-1")
+	if err != nil || held {
+		t.Fatalf("Lock: %v, held %v", err, held)
+	}
+	old := Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 1}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = append(os.Environ(), Env+"=other/1/1/x "+old.String())
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // the child holds it now
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	if _, held, _ := Lock(lockPath, "evt:key-1"); !held {
+		t.Errorf("the lock is free while the child holds it")
+	}
+	if g, held, _ := Lock(lockPath, "evt:key-2"); held {
+		t.Errorf("another key's lock is held")
+	} else {
+		g.Close()
+	}
+	fd := New()
+	var found []Process
+	for range 100 { // the child's environ is readable once it exec'd
+		found, _ = fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 4, Attempt: 1})
+		if len(found) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(found) != 1 || found[0].PID != cmd.Process.Pid || found[0].Run != old {
+		t.Fatalf("Find = %+v, want pid %d of run %+v", found, cmd.Process.Pid, old)
+	}
+	if got, _ := fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 1}); len(got) != 0 {
+		t.Errorf("Find of the run itself found %+v", got)
+	}
+	if got, _ := fd.Find(Run{Ledger: "M", Key: "evt:key-1", Token: 9, Attempt: 1}); len(got) != 0 {
+		t.Errorf("Find for another ledger found %+v", got)
+	}
+	if !fd.Alive(found[0]) || fd.Alive(Process{PID: found[0].PID, Start: found[0].Start + 1}) {
+		t.Errorf("Alive does not check the start time")
+	}
+	if !fd.Signal(found[0], syscall.SIGKILL) {
+		t.Errorf("Signal: not alive")
+	}
+	cmd.Wait()
+	g, held, err := Lock(lockPath, "evt:key-1")
+	if err != nil || held {
+		t.Fatalf("Lock after the holder died: %v, held %v", err, held)
+	}
+	g.Close()
+}
