@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +30,19 @@ import (
 //go:embed schema.sql
 var schemaV1 string
 
+//go:embed migrate_token_mark.sql
+var schemaTokenMark string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
 // (see encodeVersions).
 var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
+	{Version: 2, Compat: 1, SQL: schemaTokenMark},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
@@ -66,6 +71,11 @@ type Ledger struct {
 	// synchronous level is FULL (an outcome was the last write) or NORMAL.
 	mu   sync.Mutex
 	full bool
+	// bootID names the boot this process runs in, for the token mark:
+	// the caller's (ReserveRequest.Owner.BootID), or, where that is
+	// unknown, one made up for this process, so that each process then
+	// counts as a new boot (its first reservation jumps past the mark).
+	bootID string
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -129,7 +139,7 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now}
+	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64())}
 	if err := s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		s.Close()
 		return nil, err
@@ -720,10 +730,81 @@ func scanWithOutput(row scanner) (*ledger.Record, error) {
 	return r, nil
 }
 
-func nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+// tokenBlock is how many tokens one raise of the durable mark covers: a
+// run pays the mark's FULL commit once per tokenBlock reservations, and
+// once per boot.
+const tokenBlock = 1024
+
+// errRaiseMark is nextToken's answer when the next token is not covered by
+// a durable mark written during this boot: the caller rolls back, calls
+// raiseMark, and tries again.
+var errRaiseMark = errors.New("the token mark must be raised first")
+
+// nextToken draws the next fencing token, only below the durable mark
+// written during this boot (see migrate_token_mark.sql): the token may
+// then be lost with its NORMAL commit in a power cut, but never handed
+// out again.
+func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var value, mark int64
+	var boot string
+	if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
+		Scan(&value, &mark, &boot); err != nil {
+		return 0, err
+	}
+	if boot != s.bootID || value >= mark {
+		return 0, errRaiseMark
+	}
 	var token int64
 	err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'token' RETURNING value`).Scan(&token)
 	return token, err
+}
+
+// raiseMark makes the next tokenBlock tokens durable before any of them is
+// handed out: in a transaction committed with synchronous=FULL, the mark
+// goes tokenBlock past the counter. When the mark was written during
+// another boot, reservations after it may have been lost in a power cut
+// with their counter updates, so the counter first jumps to the mark.
+func (s *Ledger) raiseMark(ctx context.Context) error {
+	return s.writeSync(ctx, "reserve a block of tokens", true, func(tx *sql.Tx) error {
+		var value, mark int64
+		var boot string
+		if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
+			Scan(&value, &mark, &boot); err != nil {
+			return err
+		}
+		if boot == s.bootID && value < mark {
+			return nil // another process raised it
+		}
+		if boot != s.bootID {
+			value = max(value, mark)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'token'`, value); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE token_mark SET mark = ?, boot_id = ?`, value+tokenBlock, s.bootID)
+		return err
+	})
+}
+
+// setBoot records the boot id reservations are made in; empty: unknown.
+func (s *Ledger) setBoot(boot string) {
+	if boot != "" {
+		s.bootID = boot
+	}
+}
+
+// writeTokens is write for a transaction that may draw tokens: when the
+// durable mark does not cover the next one, it raises the mark and runs
+// fn again.
+func (s *Ledger) writeTokens(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	err := s.write(ctx, op, fn)
+	if errors.Is(err, errRaiseMark) {
+		if err := s.raiseMark(ctx); err != nil {
+			return err
+		}
+		err = s.write(ctx, op, fn)
+	}
+	return err
 }
 
 func nullCode(code int, ok bool) sql.NullInt64 {
@@ -734,7 +815,8 @@ func nullCode(code int, ok bool) sql.NullInt64 {
 // ledger.Decide says, in one BEGIN IMMEDIATE transaction.
 func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var res *ledger.Reservation
-	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
+	s.setBoot(req.Owner.BootID)
+	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
 		now := s.Now()
 		rec, err := getReplayable(ctx, tx, req.Key)
@@ -773,7 +855,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			}
 		}
 		if d.Action == ledger.ActAbandon {
-			token, err := nextToken(ctx, tx)
+			token, err := s.nextToken(ctx, tx)
 			if err != nil {
 				return err
 			}
@@ -811,7 +893,7 @@ func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
 }
 
 func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time) (*ledger.Reservation, error) {
-	token, err := nextToken(ctx, tx)
+	token, err := s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -838,7 +920,7 @@ func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveReque
 // take makes the caller the owner of an existing record whose previous
 // attempts number `done`.
 func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot) (*ledger.Reservation, error) {
-	token, err := nextToken(ctx, tx)
+	token, err := s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -1004,7 +1086,7 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 
 // Release implements Ledger.
 func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
-	return s.write(ctx, "release", func(tx *sql.Tx) error {
+	return s.writeTokens(ctx, "release", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
 			return err
 		}
@@ -1012,7 +1094,7 @@ func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64
 			return fenced(tx.ExecContext(ctx, `DELETE FROM records WHERE key = ? AND token = ?`, key, token))
 		}
 		// A fresh token fences the releasing owner out: it must not write again.
-		fresh, err := nextToken(ctx, tx)
+		fresh, err := s.nextToken(ctx, tx)
 		if err != nil {
 			return err
 		}

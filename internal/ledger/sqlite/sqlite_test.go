@@ -200,7 +200,8 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			reserveNew(t, l, "evt:from-the-future")
 			l.Close()
 			setUserVersion(t, path, ledger.SchemaVersions{Write: sqlite.SchemaVersion + 2, Compat: sqlite.SchemaVersion + 1})
-		}, "newer idem (schema v3, compatible from v2; this idem knows v1)", "upgrade idem", nil},
+		}, fmt.Sprintf("newer idem (schema v%d, compatible from v%d; this idem knows v%d)",
+			sqlite.SchemaVersion+2, sqlite.SchemaVersion+1, sqlite.SchemaVersion), "upgrade idem", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,9 +265,10 @@ func TestSQLiteEmptyFileIsInitialised(t *testing.T) {
 	}
 	l := openSQLite(t, path)
 	reserveNew(t, l, "evt:empty-file")
-	var v int
-	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion {
-		t.Errorf("user_version = %d, %v; want %d", v, err, sqlite.SchemaVersion)
+	var v int64
+	want := sqlite.EncodeVersions(ledger.SchemaVersions{Write: sqlite.SchemaVersion, Compat: sqlite.Migrations()[sqlite.SchemaVersion-1].Compat})
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != want {
+		t.Errorf("user_version = %#x, %v; want %#x", v, err, want)
 	}
 }
 
