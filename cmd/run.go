@@ -37,6 +37,7 @@ type runOptions struct {
 	stdinMode      string
 	payload        string
 	payloadSet     bool
+	graceSet       bool // --kill-grace given: else it shrinks with a short --lease
 	payloadFile    string
 	fingerprintEnv []string
 	quiet          bool
@@ -76,6 +77,7 @@ build one from arbitrary parts with 'idem key'.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Argv = args
 			o.payloadSet = c.Flags().Changed("payload")
+			o.graceSet = c.Flags().Changed("kill-grace")
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
@@ -106,7 +108,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
 	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
 	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
-	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
+	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
 	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
 	f.Var(flagval.NewDuration(&o.Lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
 	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
@@ -136,6 +138,10 @@ func (o *runOptions) check() error {
 		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.MaxAttempts)
 	case o.Lease < time.Second:
 		return usagef(hint, "--lease must be at least 1s (got %s)", o.Lease)
+	case o.graceSet && 2*o.KillGrace >= o.Lease:
+		return usagef("give a --kill-grace under half the --lease, or a longer --lease",
+			"--kill-grace %s leaves no margin in --lease %s: a command that must be stopped (its lease cannot be renewed) has to be dead before the lease expires",
+			o.KillGrace, o.Lease)
 	case o.MaxOutput < 0:
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
@@ -146,6 +152,10 @@ func (o *runOptions) check() error {
 		return usagef(hint, "use --payload or --payload-file, not both")
 	case o.payloadFile == "-":
 		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
+	}
+	if !o.graceSet {
+		// The default grace fits any lease: at most a quarter of it.
+		o.KillGrace = min(o.KillGrace, o.Lease/4)
 	}
 	if err := key.Validate(o.Key); err != nil {
 		return usagef("build a valid key with: idem key PART...", "%v", err)
