@@ -300,14 +300,15 @@ func outputNote(rec *ledger.Record) string {
 // runError turns the runner's errors into idem's messages and exit codes.
 func runError(err error, o runner.Options) error {
 	var (
-		mismatch *ledger.MismatchError
-		busy     *runner.BusyError
-		start    *runner.StartError
-		lapsed   *runner.LeaseLapsedError
-		waited   *runner.WaitTimeoutError
-		late     *runner.DeadlineError
-		intr     *runner.InterruptedError
-		lost     *runner.LeaseLostError
+		mismatch   *ledger.MismatchError
+		busy       *runner.BusyError
+		start      *runner.StartError
+		lapsed     *runner.LeaseLapsedError
+		unrecorded *runner.OutcomeError
+		waited     *runner.WaitTimeoutError
+		late       *runner.DeadlineError
+		intr       *runner.InterruptedError
+		lost       *runner.LeaseLostError
 	)
 	switch {
 	case errors.As(err, &mismatch):
@@ -357,6 +358,18 @@ func runError(err error, o runner.Options) error {
 		return &exitError{code: exitcode.TempFail,
 			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
 			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
+	case errors.As(err, &unrecorded):
+		what := "the key stays in progress: the next run takes it over and runs the command again"
+		if unrecorded.Released {
+			what = "the key was left retryable, this attempt not counted: its next run runs the command again"
+		}
+		hint := "check the ledger's disk and permissions"
+		if se := (*ledger.StoreError)(nil); errors.As(unrecorded.Err, &se) && se.Hint != "" {
+			hint = se.Hint
+		}
+		return &exitError{code: exitcode.IOErr,
+			msg: fmt.Sprintf("key %q: the command ended (%s, exit %d) but its outcome could not be recorded: %v; %s",
+				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: hint}
 	case errors.As(err, &lapsed):
 		hint := "check the ledger's disk and permissions"
 		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
