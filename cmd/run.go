@@ -177,6 +177,13 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	if err := o.check(); err != nil {
 		return nil, 0, err
 	}
+	if outer, ok := lookupEnv(a.environ, "IDEM_KEY"); ok && outer == o.Key {
+		// A run of this key is this process's ancestor: it would wait for
+		// itself (--wait) or find the key busy and burn its budget.
+		return nil, 0, &exitError{code: exitcode.Usage,
+			msg:  fmt.Sprintf("idem run --key %s inside a run of the same key (IDEM_KEY is %s): it would wait for itself; nothing ran", o.Key, outer),
+			hint: "give the inner step a key of its own, e.g. --key \"$IDEM_KEY:step\""}
+	}
 	u := a.ui
 	u.quiet = o.quiet
 	stderr := &lineWriter{w: a.stderr}

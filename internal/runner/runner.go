@@ -349,12 +349,25 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			if err != nil {
 				return nil, err
 			}
-			if !rec.Live(r.Clock.Now(), r.Host.OwnerDead) {
+			now = r.Clock.Now()
+			if final(rec, o) && rec.Expired(now) {
+				// The outcome waited for has expired already (a very
+				// short --ttl): replay it rather than run again.
+				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+			}
+			if !rec.Live(now, r.Host.OwnerDead) {
 				break
 			}
 			holder = rec
 		}
 	}
+}
+
+// final reports whether rec is an outcome this invocation replays: the
+// same command, succeeded, or failed for good (unless --rerun-failed).
+func final(rec *ledger.Record, o Options) bool {
+	return rec.Fingerprint == o.Fingerprint &&
+		(rec.Status == ledger.StatusSucceeded || rec.Status == ledger.StatusFailed && !o.RerunFailed)
 }
 
 func toSignal(s os.Signal) syscall.Signal {
