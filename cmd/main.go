@@ -66,6 +66,8 @@ func subcommand(name string) func(*app) *cobra.Command {
 		return newPurgeCmd
 	case "key":
 		return newKeyCmd
+	case "backup":
+		return newBackupCmd
 	}
 	return nil
 }
@@ -143,7 +145,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.Version = versionString()
 	root.AddCommand(newRunCmd(a))
-	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a))
+	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newBackupCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
 	usageErrors(root)

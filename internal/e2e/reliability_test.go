@@ -337,7 +337,7 @@ func TestBadLedgers(t *testing.T) {
 		{"newer_schema", func(t *testing.T, path string) {
 			write(goodBytes, 0o600)(t, path)
 			execSQL(t, path, fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
-		}, `written by a newer idem \(schema v2; this idem knows v1\)`},
+		}, fmt.Sprintf(`written by a newer idem \(schema v%d; this idem knows v%d\)`, sqlite.SchemaVersion+1, sqlite.SchemaVersion)},
 		{"foreign_sqlite", func(t *testing.T, path string) {
 			execSQL(t, path, `CREATE TABLE notes (body TEXT)`, `INSERT INTO notes VALUES ('mine')`)
 			os.Chmod(path, 0o600)

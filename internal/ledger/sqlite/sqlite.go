@@ -433,10 +433,13 @@ func (s *Ledger) checkSize(pageSize int64) error {
 	if pageSize > 0 && fi.Size()%pageSize != 0 {
 		return &ledger.StoreError{Op: "open", Path: s.path,
 			Err:  fmt.Errorf("the database is corrupt: %d bytes is not a whole number of %d-byte pages (truncated?)", fi.Size(), pageSize),
-			Hint: "restore the ledger from a backup, or move it aside to start a new one"}
+			Hint: corruptHint}
 	}
 	return nil
 }
+
+// corruptHint says how to restore a ledger (see 'idem backup --help').
+const corruptHint = "restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
 
 func notLedger(path string) error {
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),
@@ -614,7 +617,7 @@ func storeErr(op, path string, err error) error {
 			return notLedger(path)
 		case 11: // SQLITE_CORRUPT
 			se.Err = errors.New("the database is corrupt")
-			se.Hint = "restore the ledger from a backup, or move it aside to start a new one"
+			se.Hint = corruptHint
 		case 10: // SQLITE_IOERR: read, write, fsync, shm... (ENOSPC on -shm, EIO)
 			se.Err = fmt.Errorf("I/O error on the ledger's files (SQLite code %d)", e.Code())
 			se.Hint = "check free space and the health of the disk that holds the ledger"
