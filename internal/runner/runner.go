@@ -663,7 +663,7 @@ func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishReques
 		cctx, cancel := inv.callCtx(ctx, giveUp)
 		err = r.Ledger.Finish(cctx, req)
 		cancel()
-		if err == nil || errors.Is(err, ledger.ErrLeaseLost) {
+		if err == nil || errors.Is(err, ledger.ErrLeaseLost) || errors.Is(err, ledger.ErrFilesChanged) {
 			return err
 		}
 		retry := renewRetry(o.Lease)

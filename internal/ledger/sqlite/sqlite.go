@@ -76,6 +76,10 @@ type Ledger struct {
 	// unknown, one made up for this process, so that each process then
 	// counts as a new boot (its first reservation jumps past the mark).
 	bootID string
+	// real is the file SQLite opened (a link's target); mainID and walID
+	// the identity of it and its -wal when opened (see checkFiles).
+	real          string
+	mainID, walID fileID
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -116,6 +120,9 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWAL(abs, real); err != nil {
+		return nil, err
+	}
 	d := dsn(abs, opts.ReadOnly)
 	if opts.ReadOnly {
 		// A reader may not be able to create -wal and -shm (a directory it
@@ -152,6 +159,8 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		s.Close()
 		return nil, err
 	}
+	s.bindWAL(real)
+	s.noteFiles(real)
 	return s, nil
 }
 
@@ -1077,6 +1086,9 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		return err
 	})
 	if err == nil {
+		if err := s.checkFiles("record outcome"); err != nil {
+			return err
+		}
 		s.trimWAL(ctx)
 		return nil
 	}
