@@ -147,7 +147,8 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		return nil, storeErr("open", abs, err)
 	}
 	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64())}
-	if err := s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
+	err = s.checkSchema(ctx, migrations, opts.ReadOnly)
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -585,8 +586,18 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 		s.full = full
 	}
 	var err error
+	reread := false
 	for try := 0; try < busyRetries; try++ {
-		err = s.writeOnce(ctx, fn)
+		var committing bool
+		err, committing = s.writeOnce(ctx, fn)
+		if !committing && !reread && isReadFault(err) && ctx.Err() == nil {
+			// A read that failed (one transient EIO reads as a damaged
+			// page) before anything was committed: the transaction rolled
+			// back, so it is run once more before the ledger is called
+			// corrupt.
+			reread = true
+			continue
+		}
 		if !isBusy(err) || ctx.Err() != nil {
 			break
 		}
@@ -594,16 +605,32 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 	return s.wrap(op, err)
 }
 
-func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+// writeOnce runs fn in one transaction; committing says whether err came
+// from the commit (whose outcome is then unknown).
+func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error, committing bool) {
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return err, false
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return err
+		return err, false
 	}
-	return tx.Commit()
+	return tx.Commit(), true
+}
+
+// isReadFault reports an error that a failed read of the ledger's files
+// gives: SQLITE_IOERR_READ and _SHORT_READ, or SQLITE_CORRUPT.
+func isReadFault(err error) bool {
+	var e *msqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() {
+	case 266, 522, 11: // IOERR_READ, IOERR_SHORT_READ, CORRUPT
+		return true
+	}
+	return e.Code()&0xff == 11
 }
 
 // wrap turns driver errors into *StoreError and passes contract errors on.
@@ -627,9 +654,17 @@ func storeErr(op, path string, err error) error {
 		case 11: // SQLITE_CORRUPT
 			se.Err = errors.New("the database is corrupt")
 			se.Hint = corruptHint
+		case 15: // SQLITE_PROTOCOL: a lock request (fcntl) failed
+			se.Err = fmt.Errorf("the file system refused the locks SQLite needs (SQLite code %d, locking protocol)", e.Code())
+			se.Hint = lockHint
 		case 10: // SQLITE_IOERR: read, write, fsync, shm... (ENOSPC on -shm, EIO)
 			se.Err = fmt.Errorf("I/O error on the ledger's files (SQLite code %d)", e.Code())
 			se.Hint = "check free space and the health of the disk that holds the ledger"
+			switch e.Code() {
+			case 2058, 2314, 3594, 3850: // IOERR_UNLOCK, _RDLOCK, _CHECKRESERVEDLOCK, _LOCK
+				se.Err = fmt.Errorf("a lock on the ledger's files failed (SQLite code %d)", e.Code())
+				se.Hint = lockHint
+			}
 		case 13: // SQLITE_FULL
 			se.Err = errors.New("disk full")
 			se.Hint = "free space on the ledger's file system"
@@ -650,6 +685,9 @@ func storeErr(op, path string, err error) error {
 	}
 	return se
 }
+
+// lockHint is for lock requests (fcntl) that fail.
+const lockHint = "keep the ledger on a local file system: network file systems (NFS, SMB) and some FUSE file systems do not support the locks SQLite needs; a fleet shares a PostgreSQL ledger"
 
 func isBusy(err error) bool {
 	var e *msqlite.Error
