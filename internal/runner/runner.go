@@ -480,7 +480,10 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			// A backoff that would pass the deadline is not started.
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
-		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, end.code, end.class, delay); err != nil {
+		cctx, cancel := inv.leaseCtx(ctx)
+		err = r.Ledger.EndAttempt(cctx, o.Key, inv.token, inv.attemptID, end.code, end.class, delay)
+		cancel()
+		if err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
 		probe.At("after-end-attempt")
@@ -502,7 +505,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
 		before := r.Clock.Now()
-		n, id, err := r.Ledger.StartAttempt(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
+		cctx, cancel = inv.leaseCtx(ctx)
+		n, id, err := r.Ledger.StartAttempt(cctx, o.Key, inv.token, o.Lease)
+		cancel()
 		if err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
@@ -683,6 +688,12 @@ func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishReques
 		return rerr
 	}
 	return oe
+}
+
+// leaseCtx is the context of a ledger call while no child runs: it must
+// return a tenth of the lease before the lease lapses.
+func (inv *invocation) leaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.callCtx(ctx, inv.leaseUntil.Add(-inv.o.Lease/10))
 }
 
 // OutcomeError is returned when the command ran to its end but its
