@@ -99,6 +99,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		renewed  = make(chan renewal, 1)
 		renewing bool
 		lapsed   error // the watchdog acted: why
+		failed   error // the last renewal's error, if it failed
 	)
 	watchdog := r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
 	startRenewal := func(until time.Time) {
@@ -183,7 +184,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			renew = nil
 			startRenewal(inv.watchdogAt())
 		case rn := <-renewed:
-			renewing = false
+			renewing, failed = false, rn.err
 			if lapsed != nil && !errors.Is(rn.err, ledger.ErrLeaseLost) {
 				continue // too late: the child is being stopped
 			}
@@ -204,7 +205,10 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
 		case <-watchdog:
 			watchdog = nil
-			lapsed = errors.New("the ledger did not answer in time")
+			lapsed = failed // renewals failed until now
+			if renewing || lapsed == nil {
+				lapsed = errors.New("the ledger did not answer in time")
+			}
 			stop(syscall.SIGTERM)
 			if !renewing {
 				// After a pause of idem itself, the ledger may answer
