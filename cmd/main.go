@@ -68,6 +68,8 @@ func subcommand(name string) func(*app) *cobra.Command {
 		return newKeyCmd
 	case "metrics":
 		return newMetricsCmd
+	case "backup":
+		return newBackupCmd
 	}
 	return nil
 }
@@ -148,7 +150,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.Version = versionString()
 	root.AddCommand(newRunCmd(a))
-	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a))
+	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
 	usageErrors(root)

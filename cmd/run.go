@@ -39,6 +39,7 @@ type runOptions struct {
 	stdinMode      string
 	payload        string
 	payloadSet     bool
+	graceSet       bool // --kill-grace given: else it shrinks with a short --lease
 	payloadFile    string
 	fingerprintEnv []string
 	quiet          bool
@@ -89,6 +90,7 @@ build one from arbitrary parts with 'idem key'.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Argv = args
 			o.payloadSet = c.Flags().Changed("payload")
+			o.graceSet = c.Flags().Changed("kill-grace")
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
@@ -121,7 +123,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
 	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
 	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
-	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command")
+	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
 	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
 	f.Var(flagval.NewDuration(&o.Lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
 	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
@@ -151,6 +153,10 @@ func (o *runOptions) check() error {
 		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.MaxAttempts)
 	case o.Lease < time.Second:
 		return usagef(hint, "--lease must be at least 1s (got %s)", o.Lease)
+	case o.graceSet && 2*o.KillGrace >= o.Lease:
+		return usagef("give a --kill-grace under half the --lease, or a longer --lease",
+			"--kill-grace %s leaves no margin in --lease %s: a command that must be stopped (its lease cannot be renewed) has to be dead before the lease expires",
+			o.KillGrace, o.Lease)
 	case o.MaxOutput < 0:
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
@@ -161,6 +167,10 @@ func (o *runOptions) check() error {
 		return usagef(hint, "use --payload or --payload-file, not both")
 	case o.payloadFile == "-":
 		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
+	}
+	if !o.graceSet {
+		// The default grace fits any lease: at most a quarter of it.
+		o.KillGrace = min(o.KillGrace, o.Lease/4)
 	}
 	if err := key.Validate(o.Key); err != nil {
 		return usagef("build a valid key with: idem key PART...", "%v", err)
@@ -181,6 +191,13 @@ func (o *runOptions) check() error {
 func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, error) {
 	if err := o.check(); err != nil {
 		return nil, 0, err
+	}
+	if outer, ok := lookupEnv(a.environ, "IDEM_KEY"); ok && outer == o.Key {
+		// A run of this key is this process's ancestor: it would wait for
+		// itself (--wait) or find the key busy and burn its budget.
+		return nil, 0, &exitError{code: exitcode.Usage,
+			msg:  fmt.Sprintf("idem run --key %s inside a run of the same key (IDEM_KEY is %s): it would wait for itself; nothing ran", o.Key, outer),
+			hint: "give the inner step a key of its own, e.g. --key \"$IDEM_KEY:step\""}
 	}
 	u := a.ui
 	u.quiet = o.quiet
@@ -319,15 +336,16 @@ func outputNote(rec *ledger.Record) string {
 // runError turns the runner's errors into idem's messages and exit codes.
 func runError(err error, o runner.Options) error {
 	var (
-		mismatch *ledger.MismatchError
-		busy     *runner.BusyError
-		held     *runner.HeldError
-		start    *runner.StartError
-		lapsed   *runner.LeaseLapsedError
-		waited   *runner.WaitTimeoutError
-		late     *runner.DeadlineError
-		intr     *runner.InterruptedError
-		lost     *runner.LeaseLostError
+		mismatch   *ledger.MismatchError
+		busy       *runner.BusyError
+		held       *runner.HeldError
+		start      *runner.StartError
+		lapsed     *runner.LeaseLapsedError
+		waited     *runner.WaitTimeoutError
+		late       *runner.DeadlineError
+		intr       *runner.InterruptedError
+		lost       *runner.LeaseLostError
+		unrecorded *runner.OutcomeError
 	)
 	switch {
 	case errors.As(err, &mismatch):
@@ -374,6 +392,18 @@ func runError(err error, o runner.Options) error {
 		return &exitError{code: exitcode.TempFail, reason: "lease_lost",
 			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
 			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
+	case errors.As(err, &unrecorded):
+		what := "the key stays in progress: the next run takes it over and runs the command again"
+		if unrecorded.Released {
+			what = "the key was left retryable, this attempt not counted: its next run runs the command again"
+		}
+		hint := "check the ledger's disk and permissions"
+		if se := (*ledger.StoreError)(nil); errors.As(unrecorded.Err, &se) && se.Hint != "" {
+			hint = se.Hint
+		}
+		return &exitError{code: exitcode.IOErr,
+			msg: fmt.Sprintf("key %q: the command ended (%s, exit %d) but its outcome could not be recorded: %v; %s",
+				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: hint}
 	case errors.As(err, &lapsed):
 		hint := "check the ledger's disk and permissions"
 		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {

@@ -499,8 +499,12 @@ var ErrEmptySelector = errors.New("purge selector selects nothing: name keys, se
 
 // Errors of the ledger contract.
 var (
-	ErrNotFound  = errors.New("no such key")
-	ErrLeaseLost = errors.New("lease lost: another run took over this key")
+	// ErrFilesChanged: a write committed, but into files that are no
+	// longer the ledger (deleted, moved or replaced while in use); no
+	// later run sees it. Retrying would write there again.
+	ErrFilesChanged = errors.New("the ledger's files were deleted, moved or replaced while this run used them: what it wrote went to a file that is no longer the ledger")
+	ErrNotFound     = errors.New("no such key")
+	ErrLeaseLost    = errors.New("lease lost: another run took over this key")
 )
 
 // MismatchError is returned when a key is reused with another fingerprint.

@@ -20,9 +20,11 @@ import (
 const groupPoll = 10 * time.Millisecond
 
 // renewEvery is the renewal period of a healthy lease; renewRetry the pace
-// of retries after a renewal failed with an I/O error.
-func renewEvery(lease time.Duration) time.Duration { return lease / 3 }
-func renewRetry(lease time.Duration) time.Duration { return min(lease/10, 2*time.Second) }
+// of retries after a renewal failed with an I/O error. With the kill grace
+// under half the lease, the watchdog (watchdogAt) acts at 0.4 of the
+// lease at the earliest: a renewal at a quarter leaves room for retries.
+func renewEvery(lease time.Duration) time.Duration { return lease / 4 }
+func renewRetry(lease time.Duration) time.Duration { return min(lease/20, 2*time.Second) }
 
 // attempt runs the command once and classifies its end. While it runs, the
 // lease is renewed, signals are forwarded to the child's group, and a
@@ -78,6 +80,54 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	}
 	renew := r.Clock.After(renewEvery(o.Lease))
 	inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
+	// The lease watchdog: renewals run off this loop, so that a ledger
+	// call that does not return (a held lock, a hung network) cannot keep
+	// it from stopping the child in time. Unless a renewal moved the
+	// lease on, the child is stopped at watchdogAt, and dead after the
+	// grace, before the lease can expire.
+	var (
+		renewed  = make(chan renewal, 1)
+		renewing bool
+		lapsed   error // the watchdog acted: why
+		failed   error // the last renewal's error, if it failed
+	)
+	watchdog := r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
+	startRenewal := func(until time.Time) {
+		if now := r.Clock.Now(); until.Before(now.Add(o.KillGrace)) {
+			// Past the watchdog's time (idem itself was paused): the
+			// renewal still gets the grace to say whether the lease is
+			// lost, while the child is being stopped.
+			until = now.Add(o.KillGrace)
+		}
+		renewing = true
+		p := inv.pending
+		rctx, cancel := inv.callCtx(ctx, until)
+		go func() {
+			defer cancel()
+			renewed <- inv.renewLease(rctx, p)
+		}()
+	}
+	ended := func() (*attemptEnd, error) {
+		if lapsed != nil {
+			if renewing {
+				// The check after the watchdog acted: did another run
+				// take the key meanwhile?
+				select {
+				case rn := <-renewed:
+					if errors.Is(rn.err, ledger.ErrLeaseLost) {
+						return nil, leaseLost(o.Key, true, rn.err)
+					}
+				case <-r.Clock.After(o.KillGrace):
+				}
+			}
+			return nil, &LeaseLapsedError{Err: lapsed}
+		}
+		if renewing { // let the renewal land: the outcome comes next
+			inv.applyRenewal(<-renewed)
+		}
+		inv.classify(end, c)
+		return end, nil
+	}
 	cancelled := ctx.Done()
 	stop := func(sig syscall.Signal) {
 		c.signal(sig)
@@ -92,14 +142,12 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			exited = nil
 			end.code = code
 			if !stopping || !r.Host.groupLive(c.pgid) {
-				inv.classify(end, c)
-				return end, nil
+				return ended()
 			}
 			poll = r.Clock.After(groupPoll)
 		case <-poll:
 			if !r.Host.groupLive(c.pgid) {
-				inv.classify(end, c)
-				return end, nil
+				return ended()
 			}
 			poll = r.Clock.After(groupPoll)
 		case s := <-r.Signals:
@@ -122,14 +170,86 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			killAt = nil
 			c.signal(syscall.SIGKILL)
 		case <-renew:
-			next, err := inv.keepLease(ctx)
-			if err != nil {
+			renew = nil
+			startRenewal(inv.watchdogAt())
+		case rn := <-renewed:
+			renewing, failed = false, rn.err
+			if lapsed != nil && !errors.Is(rn.err, ledger.ErrLeaseLost) {
+				continue // too late: the child is being stopped
+			}
+			next, err := inv.applyRenewal(rn)
+			if errors.Is(err, ledger.ErrLeaseLost) {
+				// Another run took the key over (idem was paused past
+				// its lease): it may start the command any moment.
 				inv.abort(c, exited)
 				return nil, leaseLost(o.Key, true, err)
 			}
+			if err != nil {
+				lapsed = rn.err
+				watchdog = nil
+				stop(syscall.SIGTERM)
+				continue
+			}
 			renew = r.Clock.After(next)
+			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
+		case <-watchdog:
+			watchdog = nil
+			lapsed = failed // renewals failed until now
+			if renewing || lapsed == nil {
+				lapsed = errors.New("the ledger did not answer in time")
+			}
+			stop(syscall.SIGTERM)
+			if !renewing {
+				// After a pause of idem itself, the ledger may answer
+				// now: a fenced renewal tells whether another run took
+				// the key meanwhile (then the child is killed at once).
+				startRenewal(r.Clock.Now())
+			}
 		}
 	}
+}
+
+// watchdogAt is when the running child must be stopped unless the lease
+// is renewed first: early enough that the child is dead (after the kill
+// grace, with a tenth of the lease to spare) before the lease can expire.
+// Every ledger call while the child runs has it as its deadline.
+func (inv *invocation) watchdogAt() time.Time {
+	return inv.leaseUntil.Add(-inv.o.KillGrace - inv.o.Lease/10)
+}
+
+// callCtx is the context of one ledger call that must return by until (on
+// the runner's clock): it outlives ctx's cancellation (a stopping idem
+// still holds its lease and records its outcome), not the deadline.
+func (inv *invocation) callCtx(ctx context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.WithoutCancel(ctx), time.Now().Add(until.Sub(inv.r.Clock.Now())))
+}
+
+// renewal is the result of one renewLease.
+type renewal struct {
+	until   time.Time // the lease's new end, when err is nil
+	childOK bool      // the pending group was recorded
+	err     error
+}
+
+// renewLease renews the lease once (recording the pending child's group
+// first, if that failed before). It changes nothing in inv: it runs off
+// the attempt's loop, which applies its result (applyRenewal).
+func (inv *invocation) renewLease(ctx context.Context, p *pendingChild) renewal {
+	r, o := inv.r, inv.o
+	before := r.Clock.Now()
+	var rn renewal
+	if p != nil {
+		if rn.err = r.Ledger.SetChild(ctx, o.Key, inv.token, p.pgid, p.start); rn.err == nil {
+			rn.childOK = true
+		}
+	}
+	if rn.err == nil {
+		rn.err = r.Ledger.Renew(ctx, o.Key, inv.token, o.Lease)
+	}
+	if rn.err == nil {
+		rn.until = before.Add(o.Lease)
+	}
+	return rn
 }
 
 // pendingChild is a started child the ledger does not know yet.
@@ -162,33 +282,34 @@ func (inv *invocation) classify(end *attemptEnd, c *child) {
 }
 
 // keepLease renews the lease (recording the child's group first, if that
-// failed before) and returns when to renew next. An I/O error is retried
-// sooner; when the next retry could not come before the lease lapses it
-// gives up with *LeaseLapsedError. A fenced write that matched no row
-// returns ledger.ErrLeaseLost.
+// failed before) and returns when to renew next; the call's deadline is a
+// tenth of the lease before it lapses. An I/O error is retried sooner;
+// when the next retry could not come before the lease lapses it gives up
+// with *LeaseLapsedError. A fenced write that matched no row returns
+// ledger.ErrLeaseLost.
 func (inv *invocation) keepLease(ctx context.Context) (time.Duration, error) {
+	cctx, cancel := inv.callCtx(ctx, inv.leaseUntil.Add(-inv.o.Lease/10))
+	defer cancel()
+	return inv.applyRenewal(inv.renewLease(cctx, inv.pending))
+}
+
+// applyRenewal takes a renewal's result into inv and returns when to renew
+// next, or why not (see keepLease).
+func (inv *invocation) applyRenewal(rn renewal) (time.Duration, error) {
 	r, o := inv.r, inv.o
-	ctx = context.WithoutCancel(ctx) // a stopping idem still holds its lease
-	before := r.Clock.Now()
-	var err error
-	if p := inv.pending; p != nil {
-		if err = r.Ledger.SetChild(ctx, o.Key, inv.token, p.pgid, p.start); err == nil {
-			inv.pending = nil
-		}
-	}
-	if err == nil {
-		err = r.Ledger.Renew(ctx, o.Key, inv.token, o.Lease)
+	if rn.childOK {
+		inv.pending = nil
 	}
 	switch {
-	case err == nil:
-		inv.leaseUntil = before.Add(o.Lease)
+	case rn.err == nil:
+		inv.leaseUntil = rn.until
 		return renewEvery(o.Lease), nil
-	case errors.Is(err, ledger.ErrLeaseLost):
-		return 0, err
+	case errors.Is(rn.err, ledger.ErrLeaseLost):
+		return 0, rn.err
 	}
 	retry := renewRetry(o.Lease)
 	if !r.Clock.Now().Add(retry).Before(inv.leaseUntil) {
-		return 0, &LeaseLapsedError{Err: err}
+		return 0, &LeaseLapsedError{Err: rn.err}
 	}
 	return retry, nil
 }

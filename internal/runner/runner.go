@@ -260,6 +260,7 @@ func waitPolicy() backoff.Policy {
 // *WaitTimeoutError, *DeadlineError, *InterruptedError and *StartError
 // (nothing ran, nothing kept), *LeaseLostError (nothing written; the child
 // was stopped if it ran), *LeaseLapsedError (the child was stopped),
+// *OutcomeError (the command ran; its outcome could not be recorded),
 // *ledger.StoreError.
 func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	started := r.Clock.Now()
@@ -368,12 +369,25 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			if err != nil {
 				return nil, err
 			}
-			if !rec.Live(r.Clock.Now(), r.Host.OwnerDead) {
+			now = r.Clock.Now()
+			if final(rec, o) && rec.Expired(now) {
+				// The outcome waited for has expired already (a very
+				// short --ttl): replay it rather than run again.
+				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+			}
+			if !rec.Live(now, r.Host.OwnerDead) {
 				break
 			}
 			holder = rec
 		}
 	}
+}
+
+// final reports whether rec is an outcome this invocation replays: the
+// same command, succeeded, or failed for good (unless --rerun-failed).
+func final(rec *ledger.Record, o Options) bool {
+	return rec.Fingerprint == o.Fingerprint &&
+		(rec.Status == ledger.StatusSucceeded || rec.Status == ledger.StatusFailed && !o.RerunFailed)
 }
 
 func toSignal(s os.Signal) syscall.Signal {
@@ -514,8 +528,11 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			// A backoff that would pass the deadline is not started.
 			return inv.done(ctx, ledger.StatusRetryable, end)
 		}
-		if err := r.Ledger.EndAttempt(context.WithoutCancel(ctx), ledger.AttemptEnd{Key: o.Key, Token: inv.token, AttemptID: inv.attemptID, ExitCode: end.code, Class: end.class, Delay: delay,
-			StderrTail: end.stderr.Tail()}); err != nil {
+		cctx, cancel := inv.leaseCtx(ctx)
+		err = r.Ledger.EndAttempt(cctx, ledger.AttemptEnd{Key: o.Key, Token: inv.token, AttemptID: inv.attemptID, ExitCode: end.code, Class: end.class, Delay: delay,
+			StderrTail: end.stderr.Tail()})
+		cancel()
+		if err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
 		probe.At("after-end-attempt")
@@ -548,7 +565,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		// StartAttempt is the claim: a fenced write just before the child
 		// starts.
 		before := r.Clock.Now()
-		n, id, err := r.Ledger.StartAttempt(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
+		cctx, cancel = inv.leaseCtx(ctx)
+		n, id, err := r.Ledger.StartAttempt(cctx, o.Key, inv.token, o.Lease)
+		cancel()
 		if err != nil {
 			return nil, leaseLost(o.Key, false, err)
 		}
@@ -688,8 +707,73 @@ func (inv *invocation) finish(ctx context.Context, status ledger.Status, code in
 	}
 	// The outcome must be written even when idem is being stopped.
 	probe.At("before-finish")
-	return inv.r.Ledger.Finish(context.WithoutCancel(ctx), req)
+	return inv.writeOutcome(ctx, req)
 }
+
+// writeOutcome is the outcome-write policy, the same for every backend: a
+// write that fails with a store error (disk full, an I/O error, a lost
+// connection, which the next call reconnects) is retried while the lease
+// lasts, each try with a deadline inside it. One that cannot land must not leave a wrong final state: the
+// reservation is given back as retryable without counting this attempt
+// (a smaller write, which may land where the outcome with its output did
+// not), so the next run runs the command again: at-least-once. The
+// error is then *OutcomeError. ledger.ErrLeaseLost is returned as is.
+func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishRequest) error {
+	r, o := inv.r, inv.o
+	// The tries end a tenth of the lease before it lapses, the release
+	// after them a tenth later: both before another run can take the key.
+	margin := o.Lease / 10
+	giveUp := inv.leaseUntil.Add(-2 * margin)
+	var err error
+	for {
+		cctx, cancel := inv.callCtx(ctx, giveUp)
+		err = r.Ledger.Finish(cctx, req)
+		cancel()
+		if err == nil || errors.Is(err, ledger.ErrLeaseLost) || errors.Is(err, ledger.ErrFilesChanged) {
+			return err
+		}
+		retry := renewRetry(o.Lease)
+		if !r.Clock.Now().Add(retry).Before(giveUp) {
+			break
+		}
+		<-r.Clock.After(retry)
+	}
+	oe := &OutcomeError{Key: o.Key, Status: req.Status, ExitCode: req.ExitCode, Err: err}
+	now := r.Clock.Now()
+	kept := &ledger.Snapshot{Status: ledger.StatusRetryable, Attempts: inv.n - 1, MaxAttempts: o.MaxAttempts, Finished: now}
+	cctx, cancel := inv.callCtx(ctx, now.Add(max(inv.leaseUntil.Sub(now)-margin, margin)))
+	defer cancel()
+	if rerr := r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, kept); rerr == nil {
+		oe.Released = true
+	} else if errors.Is(rerr, ledger.ErrLeaseLost) {
+		return rerr
+	}
+	return oe
+}
+
+// leaseCtx is the context of a ledger call while no child runs: it must
+// return a tenth of the lease before the lease lapses.
+func (inv *invocation) leaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.callCtx(ctx, inv.leaseUntil.Add(-inv.o.Lease/10))
+}
+
+// OutcomeError is returned when the command ran to its end but its
+// outcome could not be recorded within the lease. Released: the key was
+// given back as retryable, this attempt not counted; else it stays in
+// progress until another run takes it over (the attempt then counts as
+// abandoned). Either way the next run executes the command again.
+type OutcomeError struct {
+	Key      string
+	Status   ledger.Status // what was to be recorded
+	ExitCode int
+	Released bool
+	Err      error
+}
+
+func (e *OutcomeError) Error() string {
+	return fmt.Sprintf("could not record the outcome of key %q (%s, exit %d): %v", e.Key, e.Status, e.ExitCode, e.Err)
+}
+func (e *OutcomeError) Unwrap() error { return e.Err }
 
 // environ is the child's environment for the current attempt: the run's
 // identity (procs.Env, added to the runs the environment already names)

@@ -90,7 +90,7 @@ func options(key string, argv ...string) (Options, *bytes.Buffer, *bytes.Buffer)
 func TestRenewalIOErrorRetried(t *testing.T) {
 	f := &faultyLedger{Ledger: openLedger(t), failRenew: 3}
 	o, stdout, _ := options("renew:recovers", "sh", "-c", "sleep 2.5; echo ok")
-	o.Lease = 3 * time.Second // renew every 1s; after a failure retry every 300ms
+	o.Lease = 3 * time.Second // renew every 750ms; after a failure retry every 150ms; the watchdog acts at 1.7s
 	res, err := newRunner(f, nil).Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestLeaseLostStopsChild(t *testing.T) {
 	sq := openLedger(t)
 	f := &faultyLedger{Ledger: sq}
 	o, _, _ := options("lease:lost", "sh", "-c", "sleep 30 & sleep 30")
-	o.Lease = 300 * time.Millisecond
+	o.Lease, o.KillGrace = 300*time.Millisecond, 100*time.Millisecond
 	done := make(chan error, 1)
 	go func() {
 		_, err := newRunner(f, nil).Run(context.Background(), o)

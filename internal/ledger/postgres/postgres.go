@@ -73,8 +73,10 @@ type Ledger struct {
 	schema string
 	desc   string // the DSN without secrets
 	addr   string // host:port (or socket) for messages
-	// finishSync is synchronous_commit for Finish's commit.
-	finishSync string
+	// syncCommit is synchronous_commit for the commits that must be
+	// durable: a reservation's (its token is handed to a command) and the
+	// outcome's.
+	syncCommit string
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
@@ -131,14 +133,16 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = connectTimeout
 	}
-	// Durability: only the outcome pays for a WAL flush (Finish commits
-	// with synchronous_commit on). A reservation, renewal or replay count
-	// lost with the server leads to the same re-run that an abandoned
-	// reservation does, so those commit asynchronously. A DSN that sets
-	// synchronous_commit itself gets exactly what it says, everywhere.
-	finishSync := "on"
+	// Durability: the outcome and a reservation pay for a WAL flush (they
+	// commit with synchronous_commit on, set for their own transaction): a
+	// reservation's token is handed to the command, and must never be
+	// handed out again after a crash of the server. A renewal or replay
+	// count lost with the server costs nothing of the kind, so those
+	// commit asynchronously. A DSN that sets synchronous_commit itself
+	// gets exactly what it says, everywhere.
+	syncCommit := "on"
 	if v, ok := getParam(params, "synchronous_commit"); ok {
-		finishSync = v
+		syncCommit = v
 	} else {
 		setParam(params, "synchronous_commit", "off")
 	}
@@ -154,7 +158,7 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Ledger{pool: pool, schema: schema, desc: desc, addr: hostAddr(&cc.Config), finishSync: finishSync}
+	p := &Ledger{pool: pool, schema: schema, desc: desc, addr: hostAddr(&cc.Config), syncCommit: syncCommit}
 	if err := p.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		pool.Close()
 		return nil, err
@@ -687,7 +691,7 @@ func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*l
 func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveRequest, command []byte, now any) (*ledger.Reservation, error) {
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
-	err := q.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(11)+` AS now), rec AS (
+	err := q.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(11)+` AS now, set_config('synchronous_commit', $14, true) AS sync), rec AS (
 			INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
 				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated,
 				run_cwd, run_user)
@@ -699,7 +703,7 @@ func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveReq
 		SELECT key, 1, token, $5, $8, started FROM rec
 		RETURNING token, id`,
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts,
-		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, req.Cwd, req.User).Scan(&res.Token, &res.AttemptID)
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, req.Cwd, req.User, p.syncCommit).Scan(&res.Token, &res.AttemptID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -718,10 +722,19 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		// Lock first, then read the clock: a wait for the lock must not
 		// make "now" stale.
 		b := &pgx.Batch{}
+		// A token drawn here is handed to a command: the commit waits for
+		// the WAL flush (SET LOCAL: it ends with the transaction, and so
+		// works through a pooler in transaction mode).
+		b.Queue(`SELECT set_config('synchronous_commit', $1, true)`, p.syncCommit)
 		b.Queue(`SELECT `+recordColumns+` FROM records WHERE key = $1 FOR NO KEY UPDATE`, req.Key)
 		b.Queue(`SELECT `+nowSQL(1), p.now())
 		br := tx.SendBatch(ctx, b)
-		rec, err := scanRecord(br.QueryRow())
+		var sync string
+		err := br.QueryRow().Scan(&sync)
+		var rec *ledger.Record
+		if err == nil {
+			rec, err = scanRecord(br.QueryRow())
+		}
 		var now time.Time
 		if err == nil {
 			err = br.QueryRow().Scan(&now)
@@ -986,7 +999,7 @@ func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13, stderr_tail = $18 FROM r WHERE id = $14 AND attempts.key = $1)
 		SELECT count(*) FROM r`,
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
-		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.finishSync,
+		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.syncCommit,
 		reasonArg(tail), tail)
 	var se *ledger.StoreError
 	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {

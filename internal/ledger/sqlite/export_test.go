@@ -17,3 +17,6 @@ func Migrations() []ledger.Migration { return append([]ledger.Migration(nil), mi
 
 // EncodeVersions is the PRAGMA user_version that stores v.
 var EncodeVersions = encodeVersions
+
+// TokenBlock is how many tokens one raise of the token mark covers.
+const TokenBlock = tokenBlock

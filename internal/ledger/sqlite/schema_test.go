@@ -98,10 +98,11 @@ func TestSQLiteOpensLedgerWithAdditiveChanges(t *testing.T) {
 func TestSQLiteMigratesForward(t *testing.T) {
 	ctx := context.Background()
 	path := newLedgerFile(t)
-	v, compat := sqlite.SchemaVersion, sqlite.Migrations()[sqlite.SchemaVersion-1].Compat
-	additive := append(sqlite.Migrations(), ledger.Migration{Version: v + 1, Compat: compat,
+	known := sqlite.SchemaVersion
+	compat := sqlite.Migrations()[known-1].Compat
+	additive := append(sqlite.Migrations(), ledger.Migration{Version: known + 1, Compat: compat,
 		SQL: `ALTER TABLE records ADD COLUMN note TEXT`})
-	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: v + 2, Compat: v + 2,
+	breaking := append(append([]ledger.Migration(nil), additive...), ledger.Migration{Version: known + 2, Compat: known + 2,
 		SQL: `CREATE TABLE extra (id INTEGER PRIMARY KEY)`})
 
 	before, err := os.ReadFile(path)
@@ -122,14 +123,14 @@ func TestSQLiteMigratesForward(t *testing.T) {
 		t.Fatalf("open with an additive migration: %v", err)
 	}
 	l.Close()
-	if got, want := userVersion(t, path), sqlite.EncodeVersions(ledger.SchemaVersions{Write: v + 1, Compat: compat}); got != want {
+	if got, want := userVersion(t, path), sqlite.EncodeVersions(ledger.SchemaVersions{Write: known + 1, Compat: compat}); got != want {
 		t.Fatalf("user_version %#x after the additive migration, want %#x", got, want)
 	}
 	if n := count(t, path, `SELECT count(*) FROM pragma_table_info('records') WHERE name = 'note'`); n != 1 {
 		t.Fatalf("the migration's column is missing")
 	}
 
-	// This idem, which knows only its own migrations, keeps working on it.
+	// This idem, which knows only the versions before it, keeps working on it.
 	l = openSQLite(t, path)
 	finishNew(t, l, "evt:schema-2")
 	if r, err := l.Get(ctx, "evt:schema-1"); err != nil || r.Status != ledger.StatusSucceeded {
@@ -142,13 +143,13 @@ func TestSQLiteMigratesForward(t *testing.T) {
 		t.Fatalf("open with a breaking migration: %v", err)
 	}
 	l.Close()
-	if got := userVersion(t, path); got != int64(v+2) {
-		t.Fatalf("user_version %#x after the breaking migration, want %d", got, v+2)
+	if got := userVersion(t, path); got != int64(known+2) {
+		t.Fatalf("user_version %#x after the breaking migration, want %d", got, known+2)
 	}
 	before, _ = os.ReadFile(path)
 	_, err = sqlite.Open(ctx, path)
 	var se *ledger.StoreError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), fmt.Sprintf("written by a newer idem (schema v%d; this idem knows v%d)", v+2, v)) ||
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), fmt.Sprintf("written by a newer idem (schema v%d; this idem knows v%d)", known+2, known)) ||
 		!strings.Contains(se.Hint, "upgrade idem") {
 		t.Fatalf("open after a breaking migration: %v, want refused as newer", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,9 +33,12 @@ var schemaV1 string
 //go:embed schema_v2.sql
 var schemaV2 string
 
+//go:embed schema_v3.sql
+var schemaV3 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
@@ -42,6 +46,7 @@ const SchemaVersion = 2
 var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
 	{Version: 2, Compat: 1, SQL: schemaV2},
+	{Version: 3, Compat: 1, SQL: schemaV3},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
@@ -70,6 +75,15 @@ type Ledger struct {
 	// synchronous level is FULL (an outcome was the last write) or NORMAL.
 	mu   sync.Mutex
 	full bool
+	// bootID names the boot this process runs in, for the token mark:
+	// the caller's (ReserveRequest.Owner.BootID), or, where that is
+	// unknown, one made up for this process, so that each process then
+	// counts as a new boot (its first reservation jumps past the mark).
+	bootID string
+	// real is the file SQLite opened (a link's target); mainID and walID
+	// the identity of it and its -wal when opened (see checkFiles).
+	real          string
+	mainID, walID fileID
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -110,6 +124,9 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWAL(abs, real); err != nil {
+		return nil, err
+	}
 	d := dsn(abs, opts.ReadOnly)
 	if opts.ReadOnly {
 		// A reader may not be able to create -wal and -shm (a directory it
@@ -133,8 +150,9 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now}
-	if err := s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
+	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64())}
+	err = s.checkSchema(ctx, migrations, opts.ReadOnly)
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -146,6 +164,8 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		s.Close()
 		return nil, err
 	}
+	s.bindWAL(real)
+	s.noteFiles(real)
 	return s, nil
 }
 
@@ -431,10 +451,13 @@ func (s *Ledger) checkSize(pageSize int64) error {
 	if pageSize > 0 && fi.Size()%pageSize != 0 {
 		return &ledger.StoreError{Op: "open", Path: s.path,
 			Err:  fmt.Errorf("the database is corrupt: %d bytes is not a whole number of %d-byte pages (truncated?)", fi.Size(), pageSize),
-			Hint: "restore the ledger from a backup, or move it aside to start a new one"}
+			Hint: corruptHint}
 	}
 	return nil
 }
+
+// corruptHint says how to restore a ledger (see 'idem backup --help').
+const corruptHint = "restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
 
 func notLedger(path string) error {
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),
@@ -583,8 +606,18 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 		s.full = full
 	}
 	var err error
+	reread := false
 	for try := 0; try < busyRetries; try++ {
-		err = s.writeOnce(ctx, fn)
+		var committing bool
+		err, committing = s.writeOnce(ctx, fn)
+		if !committing && !reread && isReadFault(err) && ctx.Err() == nil {
+			// A read that failed (one transient EIO reads as a damaged
+			// page) before anything was committed: the transaction rolled
+			// back, so it is run once more before the ledger is called
+			// corrupt.
+			reread = true
+			continue
+		}
 		if !isBusy(err) || ctx.Err() != nil {
 			break
 		}
@@ -592,16 +625,32 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 	return s.wrap(op, err)
 }
 
-func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+// writeOnce runs fn in one transaction; committing says whether err came
+// from the commit (whose outcome is then unknown).
+func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error, committing bool) {
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return err, false
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return err
+		return err, false
 	}
-	return tx.Commit()
+	return tx.Commit(), true
+}
+
+// isReadFault reports an error that a failed read of the ledger's files
+// gives: SQLITE_IOERR_READ and _SHORT_READ, or SQLITE_CORRUPT.
+func isReadFault(err error) bool {
+	var e *msqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() {
+	case 266, 522, 11: // IOERR_READ, IOERR_SHORT_READ, CORRUPT
+		return true
+	}
+	return e.Code()&0xff == 11
 }
 
 // wrap turns driver errors into *StoreError and passes contract errors on.
@@ -624,10 +673,18 @@ func storeErr(op, path string, err error) error {
 			return notLedger(path)
 		case 11: // SQLITE_CORRUPT
 			se.Err = errors.New("the database is corrupt")
-			se.Hint = "restore the ledger from a backup, or move it aside to start a new one"
+			se.Hint = corruptHint
+		case 15: // SQLITE_PROTOCOL: a lock request (fcntl) failed
+			se.Err = fmt.Errorf("the file system refused the locks SQLite needs (SQLite code %d, locking protocol)", e.Code())
+			se.Hint = lockHint
 		case 10: // SQLITE_IOERR: read, write, fsync, shm... (ENOSPC on -shm, EIO)
 			se.Err = fmt.Errorf("I/O error on the ledger's files (SQLite code %d)", e.Code())
 			se.Hint = "check free space and the health of the disk that holds the ledger"
+			switch e.Code() {
+			case 2058, 2314, 3594, 3850: // IOERR_UNLOCK, _RDLOCK, _CHECKRESERVEDLOCK, _LOCK
+				se.Err = fmt.Errorf("a lock on the ledger's files failed (SQLite code %d)", e.Code())
+				se.Hint = lockHint
+			}
 		case 13: // SQLITE_FULL
 			se.Err = errors.New("disk full")
 			se.Hint = "free space on the ledger's file system"
@@ -648,6 +705,9 @@ func storeErr(op, path string, err error) error {
 	}
 	return se
 }
+
+// lockHint is for lock requests (fcntl) that fail.
+const lockHint = "keep the ledger on a local file system: network file systems (NFS, SMB) and some FUSE file systems do not support the locks SQLite needs; a fleet shares a PostgreSQL ledger"
 
 func isBusy(err error) bool {
 	var e *msqlite.Error
@@ -742,10 +802,81 @@ func scanWithOutput(row scanner) (*ledger.Record, error) {
 	return r, nil
 }
 
-func nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+// tokenBlock is how many tokens one raise of the durable mark covers: a
+// run pays the mark's FULL commit once per tokenBlock reservations, and
+// once per boot.
+const tokenBlock = 1024
+
+// errRaiseMark is nextToken's answer when the next token is not covered by
+// a durable mark written during this boot: the caller rolls back, calls
+// raiseMark, and tries again.
+var errRaiseMark = errors.New("the token mark must be raised first")
+
+// nextToken draws the next fencing token, only below the durable mark
+// written during this boot (see migrate_token_mark.sql): the token may
+// then be lost with its NORMAL commit in a power cut, but never handed
+// out again.
+func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var value, mark int64
+	var boot string
+	if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
+		Scan(&value, &mark, &boot); err != nil {
+		return 0, err
+	}
+	if boot != s.bootID || value >= mark {
+		return 0, errRaiseMark
+	}
 	var token int64
 	err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'token' RETURNING value`).Scan(&token)
 	return token, err
+}
+
+// raiseMark makes the next tokenBlock tokens durable before any of them is
+// handed out: in a transaction committed with synchronous=FULL, the mark
+// goes tokenBlock past the counter. When the mark was written during
+// another boot, reservations after it may have been lost in a power cut
+// with their counter updates, so the counter first jumps to the mark.
+func (s *Ledger) raiseMark(ctx context.Context) error {
+	return s.writeSync(ctx, "reserve a block of tokens", true, func(tx *sql.Tx) error {
+		var value, mark int64
+		var boot string
+		if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
+			Scan(&value, &mark, &boot); err != nil {
+			return err
+		}
+		if boot == s.bootID && value < mark {
+			return nil // another process raised it
+		}
+		if boot != s.bootID {
+			value = max(value, mark)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'token'`, value); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE token_mark SET mark = ?, boot_id = ?`, value+tokenBlock, s.bootID)
+		return err
+	})
+}
+
+// setBoot records the boot id reservations are made in; empty: unknown.
+func (s *Ledger) setBoot(boot string) {
+	if boot != "" {
+		s.bootID = boot
+	}
+}
+
+// writeTokens is write for a transaction that may draw tokens: when the
+// durable mark does not cover the next one, it raises the mark and runs
+// fn again.
+func (s *Ledger) writeTokens(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	err := s.write(ctx, op, fn)
+	if errors.Is(err, errRaiseMark) {
+		if err := s.raiseMark(ctx); err != nil {
+			return err
+		}
+		err = s.write(ctx, op, fn)
+	}
+	return err
 }
 
 func nullCode(code int, ok bool) sql.NullInt64 {
@@ -756,7 +887,8 @@ func nullCode(code int, ok bool) sql.NullInt64 {
 // ledger.Decide says, in one BEGIN IMMEDIATE transaction.
 func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var res *ledger.Reservation
-	err := s.write(ctx, "reserve", func(tx *sql.Tx) error {
+	s.setBoot(req.Owner.BootID)
+	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
 		now := s.Now()
 		rec, err := getReplayable(ctx, tx, req.Key)
@@ -798,7 +930,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			}
 		}
 		if d.Action == ledger.ActAbandon {
-			token, err := nextToken(ctx, tx)
+			token, err := s.nextToken(ctx, tx)
 			if err != nil {
 				return err
 			}
@@ -857,7 +989,7 @@ func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
 }
 
 func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time) (*ledger.Reservation, error) {
-	token, err := nextToken(ctx, tx)
+	token, err := s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -886,7 +1018,7 @@ func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveReque
 // take makes the caller the owner of an existing record whose previous
 // attempts number `done`.
 func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
-	token, err := nextToken(ctx, tx)
+	token, err := s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -1070,6 +1202,9 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		return err
 	})
 	if err == nil {
+		if err := s.checkFiles("record outcome"); err != nil {
+			return err
+		}
 		s.trimWAL(ctx)
 		return nil
 	}
@@ -1082,7 +1217,7 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 
 // Release implements Ledger.
 func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
-	return s.write(ctx, "release", func(tx *sql.Tx) error {
+	return s.writeTokens(ctx, "release", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
 			return err
 		}
@@ -1090,7 +1225,7 @@ func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64
 			return fenced(tx.ExecContext(ctx, `DELETE FROM records WHERE key = ? AND token = ?`, key, token))
 		}
 		// A fresh token fences the releasing owner out: it must not write again.
-		fresh, err := nextToken(ctx, tx)
+		fresh, err := s.nextToken(ctx, tx)
 		if err != nil {
 			return err
 		}

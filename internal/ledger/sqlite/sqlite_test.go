@@ -265,11 +265,10 @@ func TestSQLiteEmptyFileIsInitialised(t *testing.T) {
 	}
 	l := openSQLite(t, path)
 	reserveNew(t, l, "evt:empty-file")
-	var v int
-	last := sqlite.Migrations()[sqlite.SchemaVersion-1]
-	want := sqlite.EncodeVersions(ledger.SchemaVersions{Write: last.Version, Compat: last.Compat})
-	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || int64(v) != want {
-		t.Errorf("user_version = %d, %v; want %d", v, err, want)
+	var v int64
+	want := sqlite.EncodeVersions(ledger.SchemaVersions{Write: sqlite.SchemaVersion, Compat: sqlite.Migrations()[sqlite.SchemaVersion-1].Compat})
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != want {
+		t.Errorf("user_version = %#x, %v; want %#x", v, err, want)
 	}
 }
 

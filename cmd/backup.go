@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger/postgres"
+)
+
+// backuper is a ledger that can copy itself (SQLite).
+type backuper interface {
+	Backup(ctx context.Context, dest string) error
+}
+
+func newBackupCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "backup DEST",
+		Short: "Write a consistent copy of the ledger to a new file",
+		Long: `Write a consistent copy of a SQLite ledger to DEST, a new file (mode 0600),
+while runs go on: the copy is one snapshot of the ledger, compacted, with
+no -wal file to go with it. Never copy a ledger's files with cp while idem
+may run: the .db alone lacks the records still in its -wal, and a -wal
+beside an older .db corrupts it.
+
+To restore: stop every idem that uses the ledger, remove the ledger's
+-wal and -shm files, then put the backup in place of the .db (cp BACKUP
+LEDGER, or mv). Runs after the backup was taken are not in it: their keys
+run again.
+
+A PostgreSQL ledger is backed up with the database's own tools (pg_dump of
+the schema idem, or the server's backups); idem backup refuses it (64).`,
+		Example: `  idem backup ~/backups/ledger-$(date +%F).db
+
+  # restore (no idem running)
+  rm -f ~/.local/state/idem/ledger.db-wal ~/.local/state/idem/ledger.db-shm
+  cp ~/backups/ledger-2026-12-01.db ~/.local/state/idem/ledger.db`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runBackup(c.Context(), a, args[0])
+		},
+	}
+	c.SetHelpTemplate(exitSection(
+		exitLine{exitcode.OK, "the copy was written"},
+		exitLine{exitcode.Usage, "bad arguments, or a PostgreSQL ledger (use its own tools)"},
+		exitLine{exitcode.IOErr, "the ledger could not be read, or DEST exists or could not be written"},
+	))
+	return c
+}
+
+func runBackup(ctx context.Context, a *app, dest string) error {
+	loc, err := a.ledgerPath()
+	if err != nil {
+		return err
+	}
+	if postgres.IsDSN(loc.path) {
+		return pgBackupError()
+	}
+	// Not read-only: a read-only open without a -wal is immutable, which a
+	// backup taken while runs write must not be.
+	l, err := a.openExistingLedger(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	b, ok := l.(backuper)
+	if !ok {
+		return pgBackupError()
+	}
+	if err := b.Backup(ctx, dest); err != nil {
+		return err
+	}
+	a.ui.noticef("backed up %s to %s", l.Describe(), dest)
+	return nil
+}
+
+func pgBackupError() error {
+	return usagef("back up a PostgreSQL ledger with the database's own tools: pg_dump --schema=idem, or the server's backups",
+		"idem backup copies a SQLite ledger; this ledger is a PostgreSQL database")
+}
