@@ -188,7 +188,7 @@ func TestOverlapTakerDies(t *testing.T) {
 	a := start(t, g.job("hang", "overlap:taker-dies"))
 	g.waitLog("gc ", 1)
 	killed(t, a)
-	b := start(t, g.job("hang", "overlap:taker-dies", "--kill-grace", "20s"))
+	b := start(t, g.job("hang", "overlap:taker-dies", "--kill-grace", "20s", "--lease", "60s"))
 	time.Sleep(500 * time.Millisecond) // b has taken over, and waits the grace
 	killed(t, b)
 	c := run(t, g.job("exit75", "overlap:taker-dies", "--kill-grace", "200ms"))

@@ -146,6 +146,11 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	}
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
+	if isReadFault(err) && ctx.Err() == nil {
+		// The connection's pragmas read the file: one transient EIO reads
+		// as a damaged page, so connect once more before calling it corrupt.
+		conn, err = db.Conn(ctx)
+	}
 	if err != nil {
 		db.Close()
 		return nil, storeErr("open", abs, err)
@@ -384,10 +389,18 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	// file right now, and separate reads could see its schema without its
 	// version and call the file foreign.
 	var appID, version, objects, pageSize int64
-	err := s.conn.QueryRowContext(ctx,
-		`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size
-		FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`).
-		Scan(&appID, &version, &objects, &pageSize)
+	read := func() error {
+		return s.conn.QueryRowContext(ctx,
+			`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size
+			FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`).
+			Scan(&appID, &version, &objects, &pageSize)
+	}
+	err := read()
+	if isReadFault(err) && ctx.Err() == nil {
+		// One transient EIO reads as a damaged page: read once more
+		// before the ledger is called corrupt, as writes do.
+		err = read()
+	}
 	if err != nil {
 		return storeErr("read", s.path, err)
 	}
