@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -107,37 +105,15 @@ func runMetrics(ctx context.Context, a *app, o *metricsOptions) error {
 	return writeTextfile(o.textfile, b.String())
 }
 
-// writeTextfile replaces path with text atomically: node_exporter reads
-// either the old file or the new one, never half of one. The file is
-// world-readable (node_exporter runs as its own user); it holds counts
-// and key groups, no output.
+// writeTextfile replaces path with text atomically (writeAtomic):
+// node_exporter reads either the old file or the new one, never half of
+// one. The file is world-readable (node_exporter runs as its own user); it
+// holds counts and key groups, no output. The temporary name does not end
+// in .prom, so node_exporter skips it.
 func writeTextfile(path, text string) error {
-	fail := func(err error) error {
+	if err := writeAtomic(path, []byte(text)); err != nil {
 		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write %s: %v", path, err),
 			hint: "check that the directory exists and is writable"}
-	}
-	// The temporary name does not end in .prom: node_exporter skips it.
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fail(err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename, there is nothing left to remove
-	_, err = io.WriteString(f, text)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fail(err)
 	}
 	return nil
 }

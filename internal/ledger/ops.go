@@ -96,6 +96,50 @@ func (c *Counters) Add(o Counters) {
 // AttemptClasses are the attempt classes in the order of the att_ columns.
 var AttemptClasses = [...]string{ClassSuccess, ClassTransient, ClassPermanent, ClassAbandoned, ClassInterrupted, ClassTimeout}
 
+// BumpSQL is the SET clause, the same in both backends' dialects, that
+// counts an ended attempt of class and, when status is set, a run that
+// ended with it. Column names come from fixed lists, never from the
+// caller's text.
+func BumpSQL(class string, status Status) string {
+	var b strings.Builder
+	for _, c := range AttemptClasses {
+		if c == class {
+			b.WriteString(`, att_` + c + ` = att_` + c + ` + 1`)
+		}
+	}
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusRetryable:
+		b.WriteString(`, runs_` + string(status) + ` = runs_` + string(status) + ` + 1`)
+	}
+	return b.String()
+}
+
+// SumCountersSQL sums the counter columns (of table alias t, when set),
+// 0 over no rows, in both backends' dialects.
+func SumCountersSQL(t string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(CounterColumns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c = strings.TrimSpace(c)
+		if t != "" {
+			c = t + "." + c
+		}
+		b.WriteString("coalesce(sum(" + c + "), 0)")
+	}
+	return b.String()
+}
+
+// ReasonArg is the SQL argument for Record.Reason from a stderr tail: its
+// last line, or NULL (nil) when it has none.
+func ReasonArg(tail []byte) any {
+	if l := LastLine(tail); l != "" {
+		return l
+	}
+	return nil
+}
+
 // MetricsRequest says how Metrics groups keys.
 type MetricsRequest struct {
 	// Separator ends a key's group: the group is the key up to its first

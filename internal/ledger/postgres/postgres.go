@@ -886,37 +886,12 @@ func (p *Ledger) Renew(ctx context.Context, key string, token int64, lease time.
 // EndAttempt implements Ledger, in one statement.
 func (p *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
 	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+nowSQL(7)+` AS now),
-		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now, class = $5, reason = $8`+bump(e.Class, "")+` FROM c
+		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now, class = $5, reason = $8`+ledger.BumpSQL(e.Class, "")+` FROM c
 			WHERE key = $1 AND token = $2 RETURNING c.now),
 		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6, stderr_tail = $9 FROM r
 			WHERE id = $3 AND attempts.key = $1)
 		SELECT count(*) FROM r`, e.Key, e.Token, e.AttemptID, e.ExitCode, e.Class, e.Delay.Milliseconds(), p.now(),
-		reasonArg(e.StderrTail), ledger.Tail(e.StderrTail))
-}
-
-// bump is the SET clause that counts an ended attempt of class and, when
-// status is set, a run that ended with it. Column names come from fixed
-// lists, never from the caller's text.
-func bump(class string, status ledger.Status) string {
-	var b strings.Builder
-	for _, c := range ledger.AttemptClasses {
-		if c == class {
-			b.WriteString(`, att_` + c + ` = att_` + c + ` + 1`)
-		}
-	}
-	switch status {
-	case ledger.StatusSucceeded, ledger.StatusFailed, ledger.StatusRetryable:
-		b.WriteString(`, runs_` + string(status) + ` = runs_` + string(status) + ` + 1`)
-	}
-	return b.String()
-}
-
-// reasonArg is Record.Reason for a stderr tail: NULL when it has no line.
-func reasonArg(tail []byte) any {
-	if l := ledger.LastLine(tail); l != "" {
-		return l
-	}
-	return nil
+		ledger.ReasonArg(e.StderrTail), ledger.Tail(e.StderrTail))
 }
 
 func boolInt(b bool) int {
@@ -931,30 +906,13 @@ func boolInt(b bool) int {
 // expressions purged and expired for how many went by each way.
 func addTotalsSQL(purged, expired string) string {
 	return `INSERT INTO totals AS t (shard, ` + ledger.CounterColumns + `, purged, expired)
-		SELECT floor(random() * 16)::int, ` + sumColumns("") + `, ` + purged + `, ` + expired + ` FROM d
+		SELECT floor(random() * 16)::int, ` + ledger.SumCountersSQL("") + `, ` + purged + `, ` + expired + ` FROM d
 		ON CONFLICT (shard) DO UPDATE SET replays = t.replays + excluded.replays,
 			runs_succeeded = t.runs_succeeded + excluded.runs_succeeded, runs_failed = t.runs_failed + excluded.runs_failed,
 			runs_retryable = t.runs_retryable + excluded.runs_retryable, att_success = t.att_success + excluded.att_success,
 			att_transient = t.att_transient + excluded.att_transient, att_permanent = t.att_permanent + excluded.att_permanent,
 			att_abandoned = t.att_abandoned + excluded.att_abandoned, att_interrupted = t.att_interrupted + excluded.att_interrupted,
 			att_timeout = t.att_timeout + excluded.att_timeout, purged = t.purged + excluded.purged, expired = t.expired + excluded.expired`
-}
-
-// sumColumns sums the counter columns (of table alias t, when set), 0
-// over no rows.
-func sumColumns(t string) string {
-	var b strings.Builder
-	for i, c := range strings.Split(ledger.CounterColumns, ",") {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		c = strings.TrimSpace(c)
-		if t != "" {
-			c = t + "." + c
-		}
-		b.WriteString("coalesce(sum(" + c + "), 0)")
-	}
-	return b.String()
 }
 
 // StartAttempt implements Ledger, in one statement.
@@ -994,13 +952,13 @@ func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 			duration_ms = $6, ttl_ms = $7::bigint,
 			expires = CASE WHEN $7::bigint > 0 THEN c.now + $7::bigint * interval '1 millisecond' END,
 			lease_expires = NULL, output_stored = $8, stdout = $9, stderr = $10, stdout_truncated = $11, stderr_truncated = $12,
-			class = $13, reason = $17`+bump(req.Class, req.Status)+`
+			class = $13, reason = $17`+ledger.BumpSQL(req.Class, req.Status)+`
 			FROM c WHERE key = $1 AND token = $2 RETURNING c.now),
 		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13, stderr_tail = $18 FROM r WHERE id = $14 AND attempts.key = $1)
 		SELECT count(*) FROM r`,
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.syncCommit,
-		reasonArg(tail), tail)
+		ledger.ReasonArg(tail), tail)
 	var se *ledger.StoreError
 	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
 		return nil

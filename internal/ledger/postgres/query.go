@@ -162,7 +162,7 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 	rows, err := tx.Query(ctx, `SELECT status, coalesce(expires <= $1, false), count(*),
 		count(*) FILTER (WHERE status = 'in_progress' AND lease_expires <= $1),
 		min(started) FILTER (WHERE status = 'in_progress'),
-		`+sumColumns("")+` FROM records GROUP BY 1, 2`, now)
+		`+ledger.SumCountersSQL("")+` FROM records GROUP BY 1, 2`, now)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 		return nil, err
 	}
 	var c ledger.Counters
-	if err := tx.QueryRow(ctx, `SELECT `+sumColumns("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+	if err := tx.QueryRow(ctx, `SELECT `+ledger.SumCountersSQL("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
 		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
 		return nil, err
 	}

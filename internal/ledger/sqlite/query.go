@@ -199,7 +199,7 @@ func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now tim
 	nowMS := now.UnixMilli()
 	rows, err := tx.QueryContext(ctx, `SELECT status, coalesce(expires_ms <= ?, 0), count(*),
 		sum(status = 'in_progress' AND lease_expires_ms <= ?), min(CASE WHEN status = 'in_progress' THEN started_ms END),
-		`+sumColumns("")+` FROM records GROUP BY 1, 2`, nowMS, nowMS)
+		`+ledger.SumCountersSQL("")+` FROM records GROUP BY 1, 2`, nowMS, nowMS)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now tim
 	}
 	rows.Close()
 	var c ledger.Counters
-	if err := tx.QueryRowContext(ctx, `SELECT `+sumColumns("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+	if err := tx.QueryRowContext(ctx, `SELECT `+ledger.SumCountersSQL("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
 		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
 		return nil, err
 	}
@@ -254,23 +254,6 @@ func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now tim
 		m.FoldGroups(ledger.GroupSuccess{Group: g, Last: time.UnixMilli(last)}, req.Groups())
 	}
 	return m, rows.Err()
-}
-
-// sumColumns sums the counter columns (of table alias t, when set), 0
-// over no rows.
-func sumColumns(t string) string {
-	var b strings.Builder
-	for i, c := range strings.Split(ledger.CounterColumns, ",") {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		c = strings.TrimSpace(c)
-		if t != "" {
-			c = t + "." + c
-		}
-		b.WriteString("coalesce(sum(" + c + "), 0)")
-	}
-	return b.String()
 }
 
 // statusIn returns `status IN (?, ...)` for valid statuses.

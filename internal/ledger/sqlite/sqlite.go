@@ -1131,39 +1131,14 @@ func (s *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
 	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
 		now := s.Now().UnixMilli()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ?,
-			class = ?, reason = ?`+bump(e.Class, "")+` WHERE key = ? AND token = ?`,
-			e.ExitCode, now, e.Class, reasonArg(e.StderrTail), e.Key, e.Token)); err != nil {
+			class = ?, reason = ?`+ledger.BumpSQL(e.Class, "")+` WHERE key = ? AND token = ?`,
+			e.ExitCode, now, e.Class, ledger.ReasonArg(e.StderrTail), e.Key, e.Token)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, delay_ms = ?, stderr_tail = ? WHERE id = ?`,
 			now, e.ExitCode, e.Class, e.Delay.Milliseconds(), ledger.Tail(e.StderrTail), e.AttemptID)
 		return err
 	})
-}
-
-// bump is the SET clause that counts an ended attempt of class and, when
-// status is set, a run that ended with it. Column names come from fixed
-// lists, never from the caller's text.
-func bump(class string, status ledger.Status) string {
-	var b strings.Builder
-	for _, c := range ledger.AttemptClasses {
-		if c == class {
-			b.WriteString(`, att_` + c + ` = att_` + c + ` + 1`)
-		}
-	}
-	switch status {
-	case ledger.StatusSucceeded, ledger.StatusFailed, ledger.StatusRetryable:
-		b.WriteString(`, runs_` + string(status) + ` = runs_` + string(status) + ` + 1`)
-	}
-	return b.String()
-}
-
-// reasonArg is Record.Reason for a stderr tail: NULL when it has no line.
-func reasonArg(tail []byte) any {
-	if l := ledger.LastLine(tail); l != "" {
-		return l
-	}
-	return nil
 }
 
 // StartAttempt implements Ledger.
@@ -1203,10 +1178,10 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		tail := req.Tail()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, exit_code = ?, exit_source = ?, updated_ms = ?,
 			finished_ms = ?, duration_ms = ?, ttl_ms = ?, expires_ms = ?, lease_expires_ms = 0, output_stored = ?,
-			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+bump(req.Class, req.Status)+`
+			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+ledger.BumpSQL(req.Class, req.Status)+`
 			WHERE key = ? AND token = ?`,
 			req.Status, req.ExitCode, req.ExitSource, now, now, req.Duration.Milliseconds(), req.TTL.Milliseconds(), expires,
-			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, reasonArg(tail),
+			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, ledger.ReasonArg(tail),
 			req.Key, req.Token)); err != nil {
 			return err
 		}
