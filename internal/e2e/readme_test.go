@@ -166,7 +166,7 @@ func TestREADMEReportSchema(t *testing.T) {
 		t.Fatalf("the --report example is not JSON: %v", err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| ([^|]+) \\|").FindAllStringSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\| ([^|]+) \|`).FindAllStringSubmatch(section, -1) {
 		for _, f := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(m[1], -1) {
 			documented[f[1]] = true
 		}
