@@ -1,5 +1,10 @@
+//go:build !windows
+
 // Command idem makes a shell command safe to repeat: it runs the command once
 // per key, records the result in a ledger and replays it for every repeat.
+//
+// It builds on Linux, macOS and FreeBSD; on Windows the build stops at
+// unsupported_windows.go.
 package main
 
 import (

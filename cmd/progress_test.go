@@ -3,16 +3,10 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/idemhq/idem/internal/testenv"
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner"
@@ -99,20 +93,8 @@ func TestSeconds(t *testing.T) {
 // TestProgressOnARealTerminal runs idem with stderr on a pseudo-terminal:
 // a transient failure's backoff shows the status line, then erases it.
 func TestProgressOnARealTerminal(t *testing.T) {
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	testenv.Need(t, "pseudo-terminals", err == nil, fmt.Sprintf("open /dev/ptmx: %v", err))
+	master, slave := openPTY(t)
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("ptsname: %v", err)
-	}
-	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open pts: %v", err)
-	}
 	defer slave.Close()
 	read := make(chan []byte)
 	go func() {

@@ -200,6 +200,7 @@ func TestLeaseConcurrentRuns(t *testing.T) {
 // group before it starts anything (the new execution checks that no old
 // process still runs), and the history shows the abandoned attempt.
 func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
+	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "crash:sigkill", "--kill-grace", "300ms", "--", "crashjob", marks}
@@ -235,6 +236,7 @@ func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
 // anything: the first owner ends with its write fenced off (exit 75) or
 // killed, and the recorded result stays the second's.
 func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
+	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "crash:sigstop", "--lease", "1s", "--kill-grace", "300ms", "--", "crashjob", marks}
@@ -468,6 +470,7 @@ func TestLeaseWaitInterrupted(t *testing.T) {
 // TestLeaseWaitTakesOverDeadHolder: a waiter whose holder is SIGKILLed takes
 // the key over (the owner is dead), stops the holder's group and runs.
 func TestLeaseWaitTakesOverDeadHolder(t *testing.T) {
+	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "wait:dead", "--kill-grace", "300ms", "--", "crashjob", marks}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,5 +45,13 @@ func runScripts(t *testing.T, dir string, files ...string) {
 			return nil
 		},
 		Cmds: scriptCmds(),
+		// [procs]: the Linux process finder and run lock are built in
+		// (not -tags idem_noprocs).
+		Condition: func(cond string) (bool, error) {
+			if cond == "procs" {
+				return procsBuiltIn, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 	})
 }

@@ -184,6 +184,7 @@ func killed(t *testing.T, p *process) {
 // waits out the old grandchild's kill grace; it is SIGKILLed meanwhile. The
 // run after it must still find and stop the grandchild before it starts.
 func TestOverlapTakerDies(t *testing.T) {
+	needProcs(t)
 	g := newOverlapRig(t)
 	a := start(t, g.job("hang", "overlap:taker-dies"))
 	g.waitLog("gc ", 1)
@@ -203,6 +204,7 @@ func TestOverlapTakerDies(t *testing.T) {
 // ledgerhog takes its write lock right after the reservation committed).
 // The grandchild started meanwhile is stopped before the next run starts.
 func TestOverlapCrashBeforeGroupRecorded(t *testing.T) {
+	needProcs(t)
 	g := newOverlapRig(t)
 	g.run("run", "--key", "overlap:warm-ledger", "--", "/bin/true").expect(0)
 	// The race with the child's start is lost now and then: three rounds.
@@ -270,6 +272,7 @@ func ledgerhog() {
 // record whose lease expired (its processes may still run), and the next
 // run stops them before it starts.
 func TestOverlapPurgeKeepsExpired(t *testing.T) {
+	needProcs(t)
 	g := newOverlapRig(t)
 	a := start(t, g.job("hang", "overlap:purge", "--lease", "1s"))
 	g.waitLog("gc ", 1)
@@ -289,6 +292,7 @@ func TestOverlapPurgeKeepsExpired(t *testing.T) {
 // TestOverlapEscapedGroup: the grandchild leaves its process group and
 // session (setsid, as daemonising scripts do); the next run still stops it.
 func TestOverlapEscapedGroup(t *testing.T) {
+	needProcs(t)
 	g := newOverlapRig(t)
 	a := start(t, g.job("setsid,hang", "overlap:setsid"))
 	g.waitLog("gc ", 1)
@@ -303,6 +307,7 @@ func TestOverlapEscapedGroup(t *testing.T) {
 // TestOverlapNextAttempt: an attempt exits 75 and leaves a background job
 // (TERM-ignoring); the next attempt starts only once it is gone.
 func TestOverlapNextAttempt(t *testing.T) {
+	needProcs(t)
 	g := newOverlapRig(t)
 	c := run(t, g.job("exit75", "overlap:next-attempt", "--kill-grace", "200ms", "--initial-delay", "10ms"))
 	g.noOverlap()
@@ -334,6 +339,7 @@ func nsChild(t *testing.T, unshare *process) int {
 // key's run lock held and reports busy without running; once the owner
 // resumes (and, fenced off, stops its run), the key runs. Nothing overlaps.
 func TestOverlapPIDNamespace(t *testing.T) {
+	needProcs(t)
 	unshare := needTool(t, "unshare")
 	if os.Geteuid() != 0 {
 		t.Skip("unshare --pid needs root")
@@ -385,6 +391,7 @@ func TestOverlapPIDNamespace(t *testing.T) {
 // command exits 75 (so the key keeps running) and leaves a grandchild that
 // ignores SIGTERM. No execution may start while one of an earlier one runs.
 func TestOverlapChaos(t *testing.T) {
+	needProcs(t)
 	if testing.Short() {
 		t.Skip("a minute of chaos; skipped with -short")
 	}

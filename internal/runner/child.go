@@ -74,7 +74,8 @@ func startChild(spec childSpec) (*child, error) {
 	if spec.lock != nil {
 		cmd.ExtraFiles = []*os.File{spec.lock}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setParentDeath(cmd.SysProcAttr)
 	if spec.tty >= 0 {
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = spec.tty

@@ -12,14 +12,17 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 )
 
-// Host is what identifies this machine and PID namespace, read from /proc.
-// Without /proc the fields stay empty and only lease expiry frees a record.
+// Host is what identifies this machine and PID namespace: on Linux read
+// from /proc, on macOS from sysctl (hostIdentity, nativeStat). Where
+// neither can be read (FreeBSD) BootID stays empty and only lease expiry
+// frees a record.
 type Host struct {
 	Name   string
 	BootID string
 	PIDNS  uint64
-	// Proc is the /proc mount to read; "/proc" when empty. Tests point it
-	// at a hand-made tree.
+	// Proc is the /proc mount to read; when empty, this platform's own
+	// source (nativeStat: /proc on Linux, sysctl on macOS). Tests point
+	// it at a hand-made tree.
 	Proc string
 	// Cwd and User are where and as whom this idem runs its command (the
 	// child inherits both), kept on the record so that a person can run
@@ -29,15 +32,9 @@ type Host struct {
 
 // LocalHost reads this host's identity.
 func LocalHost() Host {
-	h := Host{Proc: "/proc"}
+	var h Host
 	h.Name, _ = os.Hostname()
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		h.BootID = strings.TrimSpace(string(b))
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/pid", &st); err == nil {
-		h.PIDNS = st.Ino
-	}
+	h.BootID, h.PIDNS = hostIdentity()
 	h.Cwd, _ = os.Getwd()
 	h.User = userName()
 	return h
@@ -77,9 +74,19 @@ type procStat struct {
 // reaped; it runs nothing).
 func (s procStat) gone() bool { return s.state == 'Z' || s.state == 'X' }
 
-// stat parses /proc/PID/stat. The comm field may hold spaces and ')':
-// parse from the last ')'.
+// stat reads pid's state, group and start time: from the tree at Proc
+// when it is set, else from this platform's source. An error that
+// wraps os.ErrNotExist says there is no such process.
 func (h Host) stat(pid int) (procStat, error) {
+	if h.Proc == "" {
+		return nativeStat(pid)
+	}
+	return h.procfsStat(pid)
+}
+
+// procfsStat parses /proc/PID/stat. The comm field may hold spaces and
+// ')': parse from the last ')'.
+func (h Host) procfsStat(pid int) (procStat, error) {
 	b, err := os.ReadFile(h.proc() + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -130,7 +131,7 @@ func TestOwnerDeadRealProcesses(t *testing.T) {
 		if st, _ := h.stat(pid); st.state == 'Z' {
 			break
 		}
-		syscall.Nanosleep(&syscall.Timespec{Nsec: 1e6}, nil)
+		time.Sleep(time.Millisecond)
 	}
 	if !h.OwnerDead(o) {
 		t.Error("a zombie is declared alive")
@@ -160,7 +161,7 @@ func TestGroupLiveIgnoresZombies(t *testing.T) {
 		if st, _ := h.stat(pgid); st.state == 'Z' {
 			break
 		}
-		syscall.Nanosleep(&syscall.Timespec{Nsec: 1e6}, nil)
+		time.Sleep(time.Millisecond)
 	}
 	if syscall.Kill(-pgid, 0) != nil {
 		t.Skip("kill(-pgid, 0) already fails for a zombie group here")

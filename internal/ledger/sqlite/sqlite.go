@@ -192,6 +192,7 @@ func dsn(abs string, readOnly bool) string {
 	}
 	fmt.Fprintf(&b, "?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
 		busyTimeout, walTruncateAt)
+	b.WriteString(platformPragmas)
 	if readOnly {
 		b.WriteString("&mode=ro")
 	}

@@ -1,0 +1,8 @@
+//go:build darwin || freebsd
+
+package cmd
+
+import "golang.org/x/sys/unix"
+
+// ioctlGetTermios reads a terminal's settings: isTerminal's test.
+const ioctlGetTermios = unix.TIOCGETA
