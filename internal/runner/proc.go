@@ -1,15 +1,14 @@
 package runner
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/user"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner/procs"
 )
 
 // Host is what identifies this machine and PID namespace: on Linux read
@@ -84,31 +83,14 @@ func (h Host) stat(pid int) (procStat, error) {
 	return h.procfsStat(pid)
 }
 
-// procfsStat parses /proc/PID/stat. The comm field may hold spaces and
-// ')': parse from the last ')'.
+// procfsStat reads /proc/PID/stat under Proc.
 func (h Host) procfsStat(pid int) (procStat, error) {
 	b, err := os.ReadFile(h.proc() + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is field 3 (state), fields[2] field 5, fields[19] field 22.
-	if len(fields) < 20 || len(fields[0]) != 1 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	pgrp, err := strconv.Atoi(fields[2])
-	if err != nil {
-		return procStat{}, errors.New("malformed stat")
-	}
-	start, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return procStat{}, errors.New("malformed stat")
-	}
-	return procStat{state: fields[0][0], pgrp: pgrp, start: start}, nil
+	st, err := procs.ParseStat(b)
+	return procStat{state: st.State, pgrp: st.Pgrp, start: st.Start}, err
 }
 
 // sameHost reports whether o ran on this machine and in this PID namespace,

@@ -51,10 +51,10 @@ func (f procFinder) Find(before Run) ([]Process, error) {
 			continue
 		}
 		st, err := f.stat(pid)
-		if err != nil || st.gone() {
+		if err != nil || st.Gone() {
 			continue
 		}
-		found = append(found, Process{PID: pid, Start: st.start, Run: run})
+		found = append(found, Process{PID: pid, Start: st.Start, Run: run})
 	}
 	return found, nil
 }
@@ -135,7 +135,7 @@ func (f procFinder) innerPID(pid string) (int, bool) {
 
 func (f procFinder) Alive(p Process) bool {
 	st, err := f.stat(p.PID)
-	return err == nil && !st.gone() && (p.Start == 0 || st.start == p.Start)
+	return err == nil && !st.Gone() && (p.Start == 0 || st.Start == p.Start)
 }
 
 // Signal opens a pidfd first and checks the start time through it, so that
@@ -155,33 +155,13 @@ func (f procFinder) Signal(p Process, sig syscall.Signal) bool {
 	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
 }
 
-// stat is what Find reads from /proc/PID/stat.
-type stat struct {
-	state byte   // field 3
-	start uint64 // field 22: clock ticks since boot
-}
-
-func (s stat) gone() bool { return s.state == 'Z' || s.state == 'X' }
-
-// stat parses /proc/PID/stat from the last ')' (comm may hold anything).
-func (f procFinder) stat(pid int) (stat, error) {
+// stat reads /proc/PID/stat under the finder's root.
+func (f procFinder) stat(pid int) (Stat, error) {
 	b, err := os.ReadFile(f.root + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return stat{}, err
+		return Stat{}, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 || len(fields[0]) != 1 {
-		return stat{}, errors.New("malformed stat")
-	}
-	start, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return stat{}, errors.New("malformed stat")
-	}
-	return stat{state: fields[0][0], start: start}, nil
+	return ParseStat(b)
 }
 
 // Lock takes the key's run lock in the lock file at path without waiting:
