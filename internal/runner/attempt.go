@@ -194,9 +194,11 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
 		case <-watchdog:
 			watchdog = nil
-			lapsed = failed // renewals failed until now
-			if renewing || lapsed == nil {
-				lapsed = errors.New("the ledger did not answer in time")
+			// Why the renewals failed until now, even when another one is
+			// under way: a lost connection says more than a timeout.
+			lapsed = failed
+			if lapsed == nil {
+				lapsed = fmt.Errorf("the ledger (%s) did not answer in time", r.Ledger.Describe())
 			}
 			stop(syscall.SIGTERM)
 			if !renewing {
