@@ -114,19 +114,6 @@ func (h Host) OwnerDead(o ledger.Owner) bool {
 	return st.gone() || st.start != o.StartTime
 }
 
-// groupAlive reports whether the abandoned owner's child process group
-// still has a running member on this host. A group whose leader pid lives
-// on with another start time was reused by someone else: leave it alone.
-func (h Host) groupAlive(o ledger.Owner) bool {
-	if !h.sameHost(o) || o.ChildPGID <= 1 {
-		return false
-	}
-	if st, err := h.stat(o.ChildPGID); err == nil && o.ChildStart != 0 && st.start != o.ChildStart {
-		return false
-	}
-	return h.groupLive(o.ChildPGID)
-}
-
 // groupLive reports whether process group pgid has a member that has not
 // exited. Zombies do not count: orphans are reparented to a PID 1 that may
 // never reap them, and kill(-pgid, 0) succeeds as long as one is left.

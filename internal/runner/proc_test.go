@@ -170,31 +170,3 @@ func TestGroupLiveIgnoresZombies(t *testing.T) {
 		t.Error("a group of zombies is declared live")
 	}
 }
-
-// TestGroupAliveLeaderReused: a recorded group whose leader pid now belongs
-// to a process with another start time is someone else's: left alone.
-func TestGroupAliveLeaderReused(t *testing.T) {
-	h := LocalHost()
-	if h.BootID == "" {
-		t.Skip("no /proc identity on this host")
-	}
-	c := exec.Command("sleep", "30")
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	st, _ := h.stat(c.Process.Pid)
-	o := ledger.Owner{BootID: h.BootID, PIDNS: h.PIDNS, ChildPGID: c.Process.Pid, ChildStart: st.start}
-	if !h.groupAlive(o) {
-		t.Error("the recorded live group is declared gone")
-	}
-	o.ChildStart++
-	if h.groupAlive(o) {
-		t.Error("a group whose leader pid was reused is declared ours")
-	}
-	o.ChildStart, o.BootID = st.start, "another-boot"
-	if h.groupAlive(o) {
-		t.Error("a group recorded on another boot is declared alive here")
-	}
-}
