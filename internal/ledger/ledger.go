@@ -392,6 +392,14 @@ type Options struct {
 	// creating it: a path the user named (a typo must not start a fresh,
 	// empty ledger, under which every key runs again).
 	NoMkdir bool
+	// Existing opens to write only a ledger that exists: one that does not
+	// (a database without the ledger's schema) is ErrNoLedger and nothing
+	// is created, for commands that only remove records (purge). An older
+	// schema is still migrated. SQLite's callers look at the file first.
+	Existing bool
+	// Schema is the PostgreSQL schema that holds the ledger ("": idem's
+	// default, idem). SQLite ignores it.
+	Schema string
 }
 
 // ErrNoLedger is returned, wrapped in a *StoreError, by a read-only open

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemhq/idem/internal/ledger"
 )
 
@@ -24,8 +26,11 @@ func Migrations() []ledger.Migration { return append([]ledger.Migration(nil), mi
 // RedactDSN is what Describe shows of a DSN.
 var RedactDSN = redactDSN
 
-// PageQuery is the statement of one page of Each.
-var PageQuery = pageQuery
+// PageQuery is the statement of one page of Each in schema.
+func PageQuery(schema string, f ledger.ListFilter, after *ledger.Cursor, n int) (string, pgx.NamedArgs, error) {
+	q, args, err := pageQuery(f, after, n)
+	return newStatements(schema).r.Replace(q), args, err
+}
 
-// PurgePageSQL is the statement of one page of purge candidates.
-const PurgePageSQL = purgePageSQL
+// PurgePageSQL is the statement of one page of purge candidates in schema.
+func PurgePageSQL(schema string) string { return newStatements(schema).r.Replace(purgePageSQL) }

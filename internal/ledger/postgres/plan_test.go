@@ -57,7 +57,7 @@ func TestPostgresListingPlans(t *testing.T) {
 		{"since", ledger.ListFilter{Since: time.Now()}, nil, []string{"Index Scan Backward using records_outcome",
 			"Index Cond: (COALESCE(finished, created) >= "}},
 	} {
-		q, args, err := postgres.PageQuery(tc.f, tc.after, 10)
+		q, args, err := postgres.PageQuery(schema, tc.f, tc.after, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestPostgresPurgePlans(t *testing.T) {
 		if tc.sel.Prefix != "" {
 			args["prefix"] = tc.sel.Prefix
 		}
-		p := explain(t, schema, postgres.PurgePageSQL, args)
+		p := explain(t, schema, postgres.PurgePageSQL(schema), args)
 		if !strings.Contains(p, tc.want) || strings.Contains(p, "Seq Scan") {
 			t.Errorf("purge %+v: plan\n%s\nwant %q and no sequential scan", tc.sel, p, tc.want)
 		}

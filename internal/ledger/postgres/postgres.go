@@ -8,6 +8,7 @@ package postgres
 import (
 	"context"
 	_ "embed" // schema.sql
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +48,8 @@ var migrations = []ledger.Migration{
 }
 
 const (
-	// Schema is the PostgreSQL schema that holds the ledger.
+	// Schema is the PostgreSQL schema that holds the ledger unless
+	// ledger.Options.Schema (IDEM_LEDGER_SCHEMA) names another.
 	Schema = "idem"
 	// migrateLock is the advisory lock taken around schema creation
 	// and migration ("idemmigr").
@@ -71,15 +73,20 @@ var _ ledger.Ledger = (*Ledger)(nil)
 type Ledger struct {
 	pool   *pgxpool.Pool
 	schema string
-	desc   string // the DSN without secrets
-	addr   string // host:port (or socket) for messages
+	// sql holds the ledger's statements with the schema's name in place
+	// (see q).
+	sql  *statements
+	desc string // the DSN without secrets
+	addr string // host:port (or socket) for messages
 	// syncCommit is synchronous_commit for the commits that must be
 	// durable: a reservation's (its token is handed to a command) and the
-	// outcome's.
-	syncCommit string
+	// outcome's; asyncCommit for the others (renewals, replays).
+	syncCommit, asyncCommit string
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
+	// before is the schema version the ledger had at open (0: none).
+	before int
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
@@ -92,7 +99,7 @@ func IsDSN(s string) bool {
 }
 
 // Open connects to the database dsn names and creates or migrates
-// the ledger's schema on first use. Passwords come from the DSN, PGPASSWORD
+// the ledger's schema (Schema) on first use. Passwords come from the DSN, PGPASSWORD
 // or a password file (PGPASSFILE, ~/.pgpass), as with libpq. A ledger
 // whose schema needs a newer idem is refused untouched. Every error is a
 // *StoreError whose message names the host and never the password.
@@ -100,11 +107,37 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	return open(ctx, dsn, Schema, ledger.Options{}, migrations)
 }
 
-// OpenWith is Open as opts says: with opts.ReadOnly no DDL runs (no schema
-// is created or migrated), and a database without the ledger's schema is
-// a *StoreError wrapping ledger.ErrNoLedger. Every error is a *StoreError.
+// OpenWith is Open as opts says: the ledger is in schema opts.Schema
+// (Schema when empty; see CheckSchemaName); with opts.ReadOnly no DDL runs
+// (no schema is created or migrated), and with opts.ReadOnly or
+// opts.Existing a database without the ledger's schema is a *StoreError
+// wrapping ledger.ErrNoLedger. Every error is a *StoreError.
 func OpenWith(ctx context.Context, dsn string, opts ledger.Options) (*Ledger, error) {
-	return open(ctx, dsn, Schema, opts, migrations)
+	schema := opts.Schema
+	if schema == "" {
+		schema = Schema
+	}
+	if err := CheckSchemaName(schema); err != nil {
+		return nil, &ledger.StoreError{Op: "open", Path: redactDSN(dsn), Err: err,
+			Hint: "IDEM_LEDGER_SCHEMA takes lower-case letters, digits and _, not starting with a digit"}
+	}
+	return open(ctx, dsn, schema, opts, migrations)
+}
+
+// CheckSchemaName accepts the names a schema of the ledger may have: a
+// lower-case SQL identifier of at most 63 bytes, which needs no quoting
+// and is the same name in psql, in grants and in idem.
+func CheckSchemaName(name string) error {
+	ok := name != "" && len(name) <= 63 && !strings.HasPrefix(name, "pg_")
+	for i, c := range name {
+		if !(c == '_' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("invalid schema name %q", name)
+	}
+	return nil
 }
 
 // open opens the ledger in schema (tests use one schema each) with the
@@ -117,16 +150,14 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
 	}
 	cc := cfg.ConnConfig
-	// The ledger's tables are found through search_path, whatever the DSN
-	// or the role's default says.
+	// No start-up parameter but application_name, which poolers accept
+	// (PgBouncer refuses search_path, bytea_output, synchronous_commit
+	// ...), and no session state: a pooler in transaction mode hands each
+	// transaction whichever server connection is free. Tables are named
+	// with their schema, and results whose text depends on the session
+	// (timestamps on DateStyle, bytea on bytea_output) are read through
+	// explicit casts (see statements.go).
 	params := cc.RuntimeParams
-	setParam(params, "search_path", pgx.Identifier{schema}.Sanitize())
-	// Results come back as text (exec mode, below): pin the formats that
-	// text depends on, whatever the role, the database or the DSN's
-	// options say.
-	setParam(params, "datestyle", "ISO, MDY")
-	setParam(params, "bytea_output", "hex")
-	setParam(params, "timezone", "UTC")
 	if _, ok := getParam(params, "application_name"); !ok {
 		setParam(params, "application_name", "idem")
 	}
@@ -138,13 +169,12 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	// reservation's token is handed to the command, and must never be
 	// handed out again after a crash of the server. A renewal or replay
 	// count lost with the server costs nothing of the kind, so those
-	// commit asynchronously. A DSN that sets synchronous_commit itself
-	// gets exactly what it says, everywhere.
-	syncCommit := "on"
+	// commit asynchronously (set for their own transaction too). A DSN
+	// that sets synchronous_commit itself gets exactly what it says,
+	// everywhere.
+	syncCommit, asyncCommit := "on", "off"
 	if v, ok := getParam(params, "synchronous_commit"); ok {
-		syncCommit = v
-	} else {
-		setParam(params, "synchronous_commit", "off")
+		syncCommit, asyncCommit = v, v
 	}
 	// One round trip per statement (no named prepared statements, which a
 	// short-lived idem would prepare once and never use again), unless the
@@ -158,8 +188,9 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Ledger{pool: pool, schema: schema, desc: desc, addr: hostAddr(&cc.Config), syncCommit: syncCommit}
-	if err := p.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
+	p := &Ledger{pool: pool, schema: schema, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
+		syncCommit: syncCommit, asyncCommit: asyncCommit}
+	if err := p.checkSchema(ctx, migrations, opts); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -259,22 +290,28 @@ func (p *Ledger) Close() error {
 
 // versionsSQL reads a ledger's schema versions from table meta, whose
 // compat column exists only once a migration parted the two.
-const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM meta m`
+const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0) FROM {schema}.meta m`
 
 // checkSchema reads the schema versions; a missing schema is created and
-// an older one migrated (unless readOnly), and one that needs a newer idem
-// refused before anything is written.
-func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
+// an older one migrated (unless opts.ReadOnly; a missing one is not
+// created with opts.Existing), and one that needs a newer idem refused
+// before anything is written. A ledger at this idem's version takes one
+// SELECT on meta: a runtime role needs no right to change the schema.
+func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, opts ledger.Options) error {
 	var stored ledger.SchemaVersions
 	var created int64
-	err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created)
+	err := p.pool.QueryRow(ctx, p.q(identitySQL)).Scan(&stored.Write, &stored.Compat, &created)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
 	case err != nil:
 		return p.wrap("open", err)
 	}
-	pending, err := ledger.PlanSchema(stored, migrations, readOnly)
+	p.before = stored.Write
+	pending, err := ledger.PlanSchema(stored, migrations, opts.ReadOnly)
+	if err == nil && stored.Write == 0 && opts.Existing {
+		err = ledger.ErrNoLedger
+	}
 	if err != nil {
 		return p.schemaErr(err)
 	}
@@ -283,9 +320,12 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return nil
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
+		if sqlState(err) == "42501" {
+			return p.privilegeErr(stored.Write, len(migrations), err)
+		}
 		return err
 	}
-	if err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created); err != nil {
+	if err := p.pool.QueryRow(ctx, p.q(identitySQL)).Scan(&stored.Write, &stored.Compat, &created); err != nil {
 		return p.wrap("open", err)
 	}
 	p.id = ledger.MakeIdentity("postgres", uint64(created))
@@ -295,7 +335,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 // identitySQL is versionsSQL with the ledger's creation time, from which
 // its identity is derived (one round trip at open, as before).
 const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
-	(extract(epoch FROM created) * 1000000)::bigint FROM meta m`
+	(extract(epoch FROM created) * 1000000)::bigint FROM {schema}.meta m`
 
 // Identity is the ledger's identity: the same for every host and every
 // spelling of the DSN, different for another database or schema (see
@@ -305,26 +345,48 @@ func (p *Ledger) Identity() string { return p.id }
 // schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (p *Ledger) schemaErr(err error) error {
 	return ledger.PlanError(err, p.desc,
-		fmt.Sprintf("check --ledger or IDEM_LEDGER: idem run creates schema %q on its first run", p.schema),
+		fmt.Sprintf("check --ledger, IDEM_LEDGER and IDEM_LEDGER_SCHEMA: idem run (or 'idem schema --apply') creates schema %q on its first run", p.schema),
 		"upgrade idem on this host, or point --ledger at another database")
+}
+
+// privilegeErr says that the ledger's schema needs creating or migrating
+// and this role may not: a runtime role with the documented grants, whose
+// schema its owner applies.
+func (p *Ledger) privilegeErr(stored, known int, err error) error {
+	var pe *pgconn.PgError
+	why := ""
+	if errors.As(err, &pe) {
+		why = ": " + pe.Message
+	}
+	se := &ledger.StoreError{Op: "open", Path: p.desc,
+		Hint: "have the ledger's owner run 'idem schema --apply --grant ROLE' with this idem's version (or print the SQL with 'idem schema')"}
+	if stored == 0 {
+		se.Err = fmt.Errorf("schema %q has no ledger, and this role may not create one%s", p.schema, why)
+	} else {
+		se.Err = fmt.Errorf("the ledger in schema %q is at v%d, this idem needs v%d, and this role may not migrate it%s", p.schema, stored, known, why)
+	}
+	return se
 }
 
 // migrate creates or upgrades the schema in one transaction under an
 // advisory lock: hosts that start at once wait for the first, then find the
-// schema in place.
+// schema in place. The migrations name their tables without the schema:
+// search_path is set for this transaction only (SET LOCAL), which a
+// pooler in transaction mode keeps.
 func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) error {
+	ident := pgx.Identifier{p.schema}.Sanitize()
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return err
 		}
 		var hasSchema, hasMeta bool
 		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
-			pgx.Identifier{p.schema}.Sanitize(), pgx.Identifier{p.schema, "meta"}.Sanitize()).Scan(&hasSchema, &hasMeta); err != nil {
+			ident, pgx.Identifier{p.schema, "meta"}.Sanitize()).Scan(&hasSchema, &hasMeta); err != nil {
 			return err
 		}
 		var stored ledger.SchemaVersions
 		if hasMeta {
-			if err := tx.QueryRow(ctx, versionsSQL).Scan(&stored.Write, &stored.Compat); err != nil {
+			if err := tx.QueryRow(ctx, p.q(versionsSQL)).Scan(&stored.Write, &stored.Compat); err != nil {
 				return err
 			}
 		}
@@ -340,15 +402,18 @@ func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) err
 				return err
 			}
 		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, ident); err != nil {
+			return err
+		}
 		for _, m := range pending {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("schema v%d: %w", m.Version, err)
 			}
 		}
-		return writeVersions(ctx, tx, stored.After(pending), stored.Write == 0)
+		return p.writeVersions(ctx, tx, stored.After(pending), stored.Write == 0)
 	})
 	var se *ledger.StoreError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) || sqlState(err) == "42501" {
 		return err
 	}
 	return p.wrap("create schema", err)
@@ -377,25 +442,26 @@ func (p *Ledger) createSchema(ctx context.Context, tx pgx.Tx, exists bool) error
 // writeVersions records v in table meta: its row is new for a new ledger.
 // The compat column is added when the versions first part, and kept
 // up to date once it exists.
-func writeVersions(ctx context.Context, tx pgx.Tx, v ledger.SchemaVersions, fresh bool) error {
+func (p *Ledger) writeVersions(ctx context.Context, tx pgx.Tx, v ledger.SchemaVersions, fresh bool) error {
+	meta := p.q(`{schema}.meta`)
 	if fresh {
-		if _, err := tx.Exec(ctx, `INSERT INTO meta (version) VALUES ($1)`, v.Write); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+meta+` (version) VALUES ($1)`, v.Write); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, `UPDATE meta SET version = $1`, v.Write); err != nil {
+	} else if _, err := tx.Exec(ctx, `UPDATE `+meta+` SET version = $1`, v.Write); err != nil {
 		return err
 	}
 	var hasCompat bool
-	if err := tx.QueryRow(ctx, `SELECT to_jsonb(m) ? 'compat' FROM meta m`).Scan(&hasCompat); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT to_jsonb(m) ? 'compat' FROM `+meta+` m`).Scan(&hasCompat); err != nil {
 		return err
 	}
 	if !hasCompat && v.Compat == v.Write {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `ALTER TABLE meta ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
+	if _, err := tx.Exec(ctx, `ALTER TABLE `+meta+` ADD COLUMN IF NOT EXISTS compat integer`); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE meta SET compat = $1`, v.Compat)
+	_, err := tx.Exec(ctx, `UPDATE `+meta+` SET compat = $1`, v.Compat)
 	return err
 }
 
@@ -553,25 +619,36 @@ func cause(err error) string {
 	}
 }
 
+// recordColumns are a record's columns for scanRecord. Times are read as
+// microseconds since the epoch (usTime) and output as hex (hexBytes, in
+// outputColumns): the text of a timestamptz or a bytea depends on the
+// session's DateStyle and bytea_output, which a role, a database or a
+// pooler may set, and exec mode reads results as text.
 const recordColumns = `seq, key, fingerprint, command, status, attempts, max_attempts, exit_code, exit_source, token,
-	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start, lease_expires,
-	created, started, updated, finished, duration_ms, ttl_ms, expires, replays, last_replay,
+	owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, child_pgid, child_start,
+	(extract(epoch FROM lease_expires) * 1e6)::bigint, (extract(epoch FROM created) * 1e6)::bigint,
+	(extract(epoch FROM started) * 1e6)::bigint, (extract(epoch FROM updated) * 1e6)::bigint,
+	(extract(epoch FROM finished) * 1e6)::bigint, duration_ms, ttl_ms, (extract(epoch FROM expires) * 1e6)::bigint,
+	replays, (extract(epoch FROM last_replay) * 1e6)::bigint,
 	output_stored, stdout_truncated, stderr_truncated, coalesce(class, ''), coalesce(reason, ''),
 	coalesce(run_cwd, ''), coalesce(run_user, ''), ` + ledger.CounterColumns
 
+// outputColumns follow recordColumns where a record's output is read.
+const outputColumns = `encode(stdout, 'hex'), encode(stderr, 'hex')`
+
 func scanRecord(row pgx.Row, extra ...any) (*ledger.Record, error) {
 	var (
-		r                                    ledger.Record
-		command                              []byte
-		exit                                 pgtype.Int4
-		lease, finished, expires, lastReplay pgtype.Timestamptz
-		dur                                  pgtype.Int8
-		ttl, pidns, ownerStart, childStart   int64
-		status                               string
+		r                                  ledger.Record
+		command                            []byte
+		exit                               pgtype.Int4
+		dur                                pgtype.Int8
+		ttl, pidns, ownerStart, childStart int64
+		status                             string
 	)
 	dest := []any{&r.Seq, &r.Key, &r.Fingerprint, &command, &status, &r.Attempts, &r.MaxAttempts, &exit, &r.ExitSource, &r.Token,
-		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &lease,
-		&r.Created, &r.Started, &r.Updated, &finished, &dur, &ttl, &expires, &r.Replays, &lastReplay,
+		&r.Owner.Host, &r.Owner.BootID, &pidns, &r.Owner.PID, &ownerStart, &r.Owner.ChildPGID, &childStart, &usTime{&r.LeaseExpiry},
+		&usTime{&r.Created}, &usTime{&r.Started}, &usTime{&r.Updated}, &usTime{&r.Finished}, &dur, &ttl, &usTime{&r.Expires},
+		&r.Replays, &usTime{&r.LastReplay},
 		&r.OutputStored, &r.StdoutTruncated, &r.StderrTruncated, &r.Class, &r.Reason, &r.Cwd, &r.User}
 	dest = append(dest, r.Counters.Fields()...)
 	if err := row.Scan(append(dest, extra...)...); err != nil {
@@ -586,17 +663,50 @@ func scanRecord(row pgx.Row, extra ...any) (*ledger.Record, error) {
 	r.Status = ledger.Status(status)
 	r.ExitCode, r.HasExit = int(exit.Int32), exit.Valid
 	r.Owner.PIDNS, r.Owner.StartTime, r.Owner.ChildStart = uint64(pidns), uint64(ownerStart), uint64(childStart)
-	r.LeaseExpiry, r.Finished, r.Expires, r.LastReplay = timeOf(lease), timeOf(finished), timeOf(expires), timeOf(lastReplay)
 	r.Duration = time.Duration(dur.Int64) * time.Millisecond
 	r.TTL = time.Duration(ttl) * time.Millisecond
 	return &r, nil
 }
 
-func timeOf(t pgtype.Timestamptz) time.Time {
-	if !t.Valid {
-		return time.Time{}
+// usTime scans microseconds since the epoch into a time; NULL is the zero
+// time.
+type usTime struct{ t *time.Time }
+
+func (u *usTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*u.t = time.Time{}
+	case int64:
+		*u.t = time.UnixMicro(v)
+	default:
+		return fmt.Errorf("a time as microseconds: got %T", src)
 	}
-	return t.Time
+	return nil
+}
+
+// hexBytes scans bytes the server sent as hex (encode(x, 'hex')); NULL is
+// nil.
+type hexBytes struct{ b *[]byte }
+
+func (h *hexBytes) Scan(src any) error {
+	var err error
+	switch v := src.(type) {
+	case nil:
+		*h.b = nil
+	case string:
+		*h.b, err = hex.DecodeString(v)
+	case []byte:
+		*h.b, err = hex.DecodeString(string(v))
+	default:
+		err = fmt.Errorf("bytes as hex: got %T", src)
+	}
+	return err
+}
+
+// epochUS is the SQL for a timestamptz expression as microseconds since
+// the epoch, which usTime scans.
+func epochUS(expr string) string {
+	return "(extract(epoch FROM " + expr + ") * 1e6)::bigint"
 }
 
 // tsArg is a nullable timestamptz parameter: the zero time is NULL.
@@ -614,13 +724,13 @@ type queryRower interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func getRecord(ctx context.Context, q queryRower, key string, withOutput bool) (*ledger.Record, error) {
+func (p *Ledger) getRecord(ctx context.Context, q queryRower, key string, withOutput bool) (*ledger.Record, error) {
 	if !withOutput {
-		return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM records WHERE key = $1`, key))
+		return scanRecord(q.QueryRow(ctx, p.q(`SELECT `+recordColumns+` FROM {schema}.records WHERE key = $1`), key))
 	}
 	var stdout, stderr []byte
-	r, err := scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = $1`, key),
-		&stdout, &stderr)
+	r, err := scanRecord(q.QueryRow(ctx, p.q(`SELECT `+recordColumns+`, `+outputColumns+` FROM {schema}.records WHERE key = $1`), key),
+		&hexBytes{&stdout}, &hexBytes{&stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -670,12 +780,12 @@ func (p *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 // record with this fingerprint, in one statement; nil when it is not one.
 func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanRecord(p.pool.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(4)+` AS now)
-		UPDATE records SET replays = replays + 1, last_replay = c.now FROM c
+	rec, err := scanRecord(p.pool.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(4)+` AS now, set_config('synchronous_commit', $5, true) AS sync)
+		UPDATE {schema}.records SET replays = replays + 1, last_replay = c.now FROM c
 		WHERE key = $1 AND fingerprint = $2 AND (status = 'succeeded' OR (status = 'failed' AND NOT $3::boolean))
 			AND (expires IS NULL OR expires > c.now)
-		RETURNING `+recordColumns+`, stdout, stderr`,
-		req.Key, req.Fingerprint, req.RerunFailed, p.now()), &stdout, &stderr)
+		RETURNING `+recordColumns+`, `+outputColumns),
+		req.Key, req.Fingerprint, req.RerunFailed, p.now(), p.asyncCommit), &hexBytes{&stdout}, &hexBytes{&stderr})
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
@@ -691,17 +801,17 @@ func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*l
 func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveRequest, command []byte, now any) (*ledger.Reservation, error) {
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
-	err := q.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(11)+` AS now, set_config('synchronous_commit', $14, true) AS sync), rec AS (
-			INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
+	err := q.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(11)+` AS now, set_config('synchronous_commit', $14, true) AS sync), rec AS (
+			INSERT INTO {schema}.records (key, fingerprint, command, status, attempts, max_attempts, token,
 				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated,
 				run_cwd, run_user)
-			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('tokens'), $5, $6, $7, $8, $9,
+			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('{schema}.tokens'), $5, $6, $7, $8, $9,
 				c.now + $10::bigint * interval '1 microsecond', c.now, c.now, c.now, $12, $13 FROM c
 			ON CONFLICT (key) DO NOTHING
 			RETURNING key, token, started)
-		INSERT INTO attempts (key, n, token, host, pid, started)
+		INSERT INTO {schema}.attempts (key, n, token, host, pid, started)
 		SELECT key, 1, token, $5, $8, started FROM rec
-		RETURNING token, id`,
+		RETURNING token, id`),
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts,
 		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, req.Cwd, req.User, p.syncCommit).Scan(&res.Token, &res.AttemptID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -726,8 +836,8 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		// the WAL flush (SET LOCAL: it ends with the transaction, and so
 		// works through a pooler in transaction mode).
 		b.Queue(`SELECT set_config('synchronous_commit', $1, true)`, p.syncCommit)
-		b.Queue(`SELECT `+recordColumns+` FROM records WHERE key = $1 FOR NO KEY UPDATE`, req.Key)
-		b.Queue(`SELECT `+nowSQL(1), p.now())
+		b.Queue(p.q(`SELECT `+recordColumns+` FROM {schema}.records WHERE key = $1 FOR NO KEY UPDATE`), req.Key)
+		b.Queue(`SELECT `+epochUS(nowSQL(1)), p.now())
 		br := tx.SendBatch(ctx, b)
 		var sync string
 		err := br.QueryRow().Scan(&sync)
@@ -737,7 +847,7 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		}
 		var now time.Time
 		if err == nil {
-			err = br.QueryRow().Scan(&now)
+			err = br.QueryRow().Scan(&usTime{&now})
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -755,8 +865,8 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		}
 		switch d.Action {
 		case ledger.ActCreate: // the record is there, so it expired
-			if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM records WHERE key = $1 RETURNING `+ledger.CounterColumns+`)
-				`+addTotalsSQL(`0`, `1`), req.Key); err != nil {
+			if _, err := tx.Exec(ctx, p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = $1 RETURNING `+ledger.CounterColumns+`)
+				`+addTotalsSQL(`0`, `1`)), req.Key); err != nil {
 				return err
 			}
 			res, err = p.create(ctx, tx, req, command, now)
@@ -765,35 +875,35 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 			}
 			return err
 		case ledger.ActReplay:
-			res, err = replay(ctx, tx, req.Key, now, nil)
+			res, err = p.replay(ctx, tx, req.Key, now, nil)
 			return err
 		case ledger.ActClose:
-			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`,
+			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`),
 				req.Key, req.MaxAttempts, now); err != nil {
 				return err
 			}
-			res, err = replay(ctx, tx, req.Key, now, nil)
+			res, err = p.replay(ctx, tx, req.Key, now, nil)
 			return err
 		}
 		if d.Abandoned != nil {
-			if _, err := tx.Exec(ctx, `UPDATE attempts SET ended = $2, exit_code = $3, class = $4
-				WHERE key = $1 AND ended IS NULL`, req.Key, now, ledger.AbandonedExitCode, ledger.ClassAbandoned); err != nil {
+			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.attempts SET ended = $2, exit_code = $3, class = $4
+				WHERE key = $1 AND ended IS NULL`), req.Key, now, ledger.AbandonedExitCode, ledger.ClassAbandoned); err != nil {
 				return err
 			}
 		}
 		if d.Action == ledger.ActAbandon {
-			if _, err := tx.Exec(ctx, `UPDATE records SET status = 'failed', exit_code = $2, exit_source = 'idem',
-				token = nextval('tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
+			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.records SET status = 'failed', exit_code = $2, exit_source = 'idem',
+				token = nextval('{schema}.tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
 				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END,
 				class = 'abandoned', reason = NULL, att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1
-				WHERE key = $1`,
+				WHERE key = $1`),
 				req.Key, ledger.AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
 				return err
 			}
-			res, err = replay(ctx, tx, req.Key, now, d.Abandoned)
+			res, err = p.replay(ctx, tx, req.Key, now, d.Abandoned)
 			return err
 		}
-		res, err = take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
+		res, err = p.take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
 		if res != nil {
 			res.Abandoned = d.Abandoned
 		}
@@ -807,19 +917,19 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 
 // take makes the caller the owner of an existing, locked record whose
 // previous attempts number done.
-func take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
+func (p *Ledger) take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
-	err := tx.QueryRow(ctx, `WITH rec AS (
-			UPDATE records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('tokens'),
+	err := tx.QueryRow(ctx, p.q(`WITH rec AS (
+			UPDATE {schema}.records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('{schema}.tokens'),
 				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
 				child_pgid = 0, child_start = 0, lease_expires = $9::timestamptz + $10::bigint * interval '1 microsecond',
 				started = $9, updated = $9, finished = NULL, expires = NULL,
 				run_cwd = $11, run_user = $12, att_abandoned = att_abandoned + $13::int
 			WHERE key = $1 RETURNING key, token, attempts)
-		INSERT INTO attempts (key, n, token, host, pid, started)
+		INSERT INTO {schema}.attempts (key, n, token, host, pid, started)
 		SELECT key, attempts, token, $4, $7, $9 FROM rec
-		RETURNING token, n, id`,
+		RETURNING token, n, id`),
 		req.Key, done+1, req.MaxAttempts, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now, micros(req.Lease),
 		req.Cwd, req.User, boolInt(abandoned)).
 		Scan(&res.Token, &res.Attempt, &res.AttemptID)
@@ -831,10 +941,10 @@ func take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Ti
 
 // replay counts one suppressed duplicate of a locked record and returns
 // it with its output.
-func replay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
+func (p *Ledger) replay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanRecord(tx.QueryRow(ctx, `UPDATE records SET replays = replays + 1, last_replay = $2 WHERE key = $1
-		RETURNING `+recordColumns+`, stdout, stderr`, key, now), &stdout, &stderr)
+	rec, err := scanRecord(tx.QueryRow(ctx, p.q(`UPDATE {schema}.records SET replays = replays + 1, last_replay = $2 WHERE key = $1
+		RETURNING `+recordColumns+`, `+outputColumns), key, now), &hexBytes{&stdout}, &hexBytes{&stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -872,26 +982,27 @@ func (p *Ledger) countFenced(ctx context.Context, op, sql string, args ...any) e
 
 // SetChild implements Ledger.
 func (p *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
-	return p.execFenced(ctx, "record child", `UPDATE records SET child_pgid = $3, child_start = $4 WHERE key = $1 AND token = $2`,
-		key, token, pgid, int64(start))
+	return p.execFenced(ctx, "record child", p.q(`WITH c AS (SELECT set_config('synchronous_commit', $5, true))
+		UPDATE {schema}.records SET child_pgid = $3, child_start = $4 FROM c WHERE key = $1 AND token = $2`),
+		key, token, pgid, int64(start), p.asyncCommit)
 }
 
 // Renew implements Ledger: the lease runs from the server's clock.
 func (p *Ledger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
-	return p.execFenced(ctx, "renew lease", `WITH c AS (SELECT `+nowSQL(4)+` AS now)
-		UPDATE records SET lease_expires = c.now + $3::bigint * interval '1 microsecond', updated = c.now FROM c
-		WHERE key = $1 AND token = $2`, key, token, micros(lease), p.now())
+	return p.execFenced(ctx, "renew lease", p.q(`WITH c AS (SELECT `+nowSQL(4)+` AS now, set_config('synchronous_commit', $5, true) AS sync)
+		UPDATE {schema}.records SET lease_expires = c.now + $3::bigint * interval '1 microsecond', updated = c.now FROM c
+		WHERE key = $1 AND token = $2`), key, token, micros(lease), p.now(), p.asyncCommit)
 }
 
 // EndAttempt implements Ledger, in one statement.
 func (p *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
-	return p.countFenced(ctx, "record attempt", `WITH c AS (SELECT `+nowSQL(7)+` AS now),
-		r AS (UPDATE records SET exit_code = $4, exit_source = 'child', updated = c.now, class = $5, reason = $8`+ledger.BumpSQL(e.Class, "")+` FROM c
+	return p.countFenced(ctx, "record attempt", p.q(`WITH c AS (SELECT `+nowSQL(7)+` AS now, set_config('synchronous_commit', $10, true) AS sync),
+		r AS (UPDATE {schema}.records SET exit_code = $4, exit_source = 'child', updated = c.now, class = $5, reason = $8`+ledger.BumpSQL(e.Class, "")+` FROM c
 			WHERE key = $1 AND token = $2 RETURNING c.now),
-		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6, stderr_tail = $9 FROM r
+		a AS (UPDATE {schema}.attempts SET ended = r.now, exit_code = $4, class = $5, delay_ms = $6, stderr_tail = $9 FROM r
 			WHERE id = $3 AND attempts.key = $1)
-		SELECT count(*) FROM r`, e.Key, e.Token, e.AttemptID, e.ExitCode, e.Class, e.Delay.Milliseconds(), p.now(),
-		ledger.ReasonArg(e.StderrTail), ledger.Tail(e.StderrTail))
+		SELECT count(*) FROM r`), e.Key, e.Token, e.AttemptID, e.ExitCode, e.Class, e.Delay.Milliseconds(), p.now(),
+		ledger.ReasonArg(e.StderrTail), ledger.Tail(e.StderrTail), p.asyncCommit)
 }
 
 func boolInt(b bool) int {
@@ -905,7 +1016,7 @@ func boolInt(b bool) int {
 // removed) to one of the totals' shards, picked at random, with the SQL
 // expressions purged and expired for how many went by each way.
 func addTotalsSQL(purged, expired string) string {
-	return `INSERT INTO totals AS t (shard, ` + ledger.CounterColumns + `, purged, expired)
+	return `INSERT INTO {schema}.totals AS t (shard, ` + ledger.CounterColumns + `, purged, expired)
 		SELECT floor(random() * 16)::int, ` + ledger.SumCountersSQL("") + `, ` + purged + `, ` + expired + ` FROM d
 		ON CONFLICT (shard) DO UPDATE SET replays = t.replays + excluded.replays,
 			runs_succeeded = t.runs_succeeded + excluded.runs_succeeded, runs_failed = t.runs_failed + excluded.runs_failed,
@@ -922,13 +1033,13 @@ func (p *Ledger) StartAttempt(ctx context.Context, key string, token int64, leas
 		id int64
 	)
 	err := p.do(ctx, "start attempt", func() error {
-		err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+nowSQL(4)+` AS now),
-			r AS (UPDATE records SET attempts = attempts + 1, lease_expires = c.now + $3::bigint * interval '1 microsecond',
+		err := p.pool.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(4)+` AS now, set_config('synchronous_commit', $5, true) AS sync),
+			r AS (UPDATE {schema}.records SET attempts = attempts + 1, lease_expires = c.now + $3::bigint * interval '1 microsecond',
 				updated = c.now, child_pgid = 0, child_start = 0 FROM c
 				WHERE key = $1 AND token = $2 RETURNING key, attempts, owner_host, owner_pid, c.now)
-			INSERT INTO attempts (key, n, token, host, pid, started)
+			INSERT INTO {schema}.attempts (key, n, token, host, pid, started)
 			SELECT key, attempts, $2, owner_host, owner_pid, now FROM r
-			RETURNING n, id`, key, token, micros(lease), p.now()).Scan(&n, &id)
+			RETURNING n, id`), key, token, micros(lease), p.now(), p.asyncCommit).Scan(&n, &id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ledger.ErrLeaseLost
 		}
@@ -946,21 +1057,21 @@ func (p *Ledger) StartAttempt(ctx context.Context, key string, token int64, leas
 func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 	stdout, stderr := req.Output()
 	tail := req.Tail()
-	err := p.countFenced(ctx, "record outcome", `WITH c AS (SELECT `+nowSQL(15)+` AS now,
+	err := p.countFenced(ctx, "record outcome", p.q(`WITH c AS (SELECT `+nowSQL(15)+` AS now,
 			set_config('synchronous_commit', $16, true) AS sync),
-		r AS (UPDATE records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
+		r AS (UPDATE {schema}.records SET status = $3, exit_code = $4, exit_source = $5, updated = c.now, finished = c.now,
 			duration_ms = $6, ttl_ms = $7::bigint,
 			expires = CASE WHEN $7::bigint > 0 THEN c.now + $7::bigint * interval '1 millisecond' END,
 			lease_expires = NULL, output_stored = $8, stdout = $9, stderr = $10, stdout_truncated = $11, stderr_truncated = $12,
 			class = $13, reason = $17`+ledger.BumpSQL(req.Class, req.Status)+`
 			FROM c WHERE key = $1 AND token = $2 RETURNING c.now),
-		a AS (UPDATE attempts SET ended = r.now, exit_code = $4, class = $13, stderr_tail = $18 FROM r WHERE id = $14 AND attempts.key = $1)
-		SELECT count(*) FROM r`,
+		a AS (UPDATE {schema}.attempts SET ended = r.now, exit_code = $4, class = $13, stderr_tail = $18 FROM r WHERE id = $14 AND attempts.key = $1)
+		SELECT count(*) FROM r`),
 		req.Key, req.Token, string(req.Status), req.ExitCode, req.ExitSource, req.Duration.Milliseconds(), req.TTL.Milliseconds(),
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.syncCommit,
 		ledger.ReasonArg(tail), tail)
 	var se *ledger.StoreError
-	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
+	if errors.As(err, &se) && req.Landed(p.getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
 		return nil
 	}
 	return err
@@ -971,20 +1082,21 @@ func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 func (p *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
 	if prev == nil {
 		// The attempts go with the record (ON DELETE CASCADE).
-		return p.execFenced(ctx, "release", `DELETE FROM records WHERE key = $1 AND token = $2`, key, token)
+		return p.execFenced(ctx, "release", p.q(`WITH c AS (SELECT set_config('synchronous_commit', $3, true))
+			DELETE FROM {schema}.records USING c WHERE key = $1 AND token = $2`), key, token, p.asyncCommit)
 	}
 	var code any
 	if prev.HasExit {
 		code = prev.ExitCode
 	}
-	return p.countFenced(ctx, "release", `WITH c AS (SELECT `+nowSQL(10)+` AS now),
-		r AS (UPDATE records SET status = $4, attempts = $5, max_attempts = $6, exit_code = $7::integer,
+	return p.countFenced(ctx, "release", p.q(`WITH c AS (SELECT `+nowSQL(10)+` AS now, set_config('synchronous_commit', $11, true) AS sync),
+		r AS (UPDATE {schema}.records SET status = $4, attempts = $5, max_attempts = $6, exit_code = $7::integer,
 			finished = $8::timestamptz, expires = $9::timestamptz, lease_expires = NULL, child_pgid = 0, child_start = 0,
-			updated = c.now, token = nextval('tokens') FROM c WHERE key = $1 AND token = $2 RETURNING key),
-		a AS (DELETE FROM attempts WHERE id = $3 AND key IN (SELECT key FROM r))
-		SELECT count(*) FROM r`,
+			updated = c.now, token = nextval('{schema}.tokens') FROM c WHERE key = $1 AND token = $2 RETURNING key),
+		a AS (DELETE FROM {schema}.attempts WHERE id = $3 AND key IN (SELECT key FROM r))
+		SELECT count(*) FROM r`),
 		key, token, attemptID, string(prev.Status), prev.Attempts, prev.MaxAttempts, code,
-		tsArg(prev.Finished), tsArg(prev.Expires), p.now())
+		tsArg(prev.Finished), tsArg(prev.Expires), p.now(), p.asyncCommit)
 }
 
 // Get implements Ledger.
@@ -992,7 +1104,7 @@ func (p *Ledger) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	var r *ledger.Record
 	err := p.do(ctx, "read", func() error {
 		var err error
-		r, err = getRecord(ctx, p.pool, key, true)
+		r, err = p.getRecord(ctx, p.pool, key, true)
 		return err
 	})
 	return r, err
@@ -1003,8 +1115,9 @@ func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 	var out []ledger.Attempt
 	err := p.do(ctx, "read", func() error {
 		out = nil
-		rows, err := p.pool.Query(ctx, `SELECT n, token, host, pid, started, ended, exit_code, class, delay_ms, stderr_tail
-			FROM attempts WHERE key = $1 ORDER BY id`, key)
+		rows, err := p.pool.Query(ctx, p.q(`SELECT n, token, host, pid, `+epochUS("started")+`, `+epochUS("ended")+`,
+			exit_code, class, delay_ms, encode(stderr_tail, 'hex')
+			FROM {schema}.attempts WHERE key = $1 ORDER BY id`), key)
 		if err != nil {
 			return err
 		}
@@ -1012,15 +1125,14 @@ func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 		for rows.Next() {
 			var (
 				a     ledger.Attempt
-				ended pgtype.Timestamptz
 				code  pgtype.Int4
 				class pgtype.Text
 				delay pgtype.Int8
 			)
-			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &a.Started, &ended, &code, &class, &delay, &a.StderrTail); err != nil {
+			if err := rows.Scan(&a.N, &a.Token, &a.Host, &a.PID, &usTime{&a.Started}, &usTime{&a.Ended}, &code, &class, &delay,
+				&hexBytes{&a.StderrTail}); err != nil {
 				return err
 			}
-			a.Ended = timeOf(ended)
 			a.ExitCode, a.HasExit = int(code.Int32), code.Valid
 			a.Class = class.String
 			a.Delay = time.Duration(delay.Int64) * time.Millisecond

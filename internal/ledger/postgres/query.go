@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -62,7 +61,7 @@ func textArg(s string) any {
 // clock returns the ledger's now: Now when set, else the server's clock.
 func (p *Ledger) clock(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := p.pool.QueryRow(ctx, `SELECT `+nowSQL(1), p.now()).Scan(&now)
+	err := p.pool.QueryRow(ctx, `SELECT `+epochUS(nowSQL(1)), p.now()).Scan(&usTime{&now})
 	return now, err
 }
 
@@ -89,7 +88,7 @@ func (p *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.C
 	var out []*ledger.Record
 	err = p.do(ctx, "list", func() error {
 		out = make([]*ledger.Record, 0, n)
-		rows, err := p.pool.Query(ctx, q, args)
+		rows, err := p.pool.Query(ctx, p.q(q), args)
 		if err != nil {
 			return err
 		}
@@ -133,7 +132,7 @@ func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, pgx.Na
 		where = append(where, `(`+outcomeSQL+`, seq) < (@after::timestamptz, @seq::bigint)`)
 		args["after"], args["seq"] = after.Outcome, after.Seq
 	}
-	return `SELECT ` + recordColumns + ` FROM records WHERE ` + strings.Join(where, ` AND `) + `
+	return `SELECT ` + recordColumns + ` FROM {schema}.records WHERE ` + strings.Join(where, ` AND `) + `
 		ORDER BY ` + outcomeSQL + ` DESC, seq DESC LIMIT @n::bigint`, args, nil
 }
 
@@ -146,23 +145,23 @@ func (p *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledge
 	err := p.do(ctx, "metrics", func() error {
 		return pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			var now time.Time
-			if err := tx.QueryRow(ctx, `SELECT `+nowSQL(1), p.now()).Scan(&now); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT `+epochUS(nowSQL(1)), p.now()).Scan(&usTime{&now}); err != nil {
 				return err
 			}
 			var err error
-			m, err = metrics(ctx, tx, req, now)
+			m, err = p.metrics(ctx, tx, req, now)
 			return err
 		})
 	})
 	return m, err
 }
 
-func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time.Time) (*ledger.Metrics, error) {
+func (p *Ledger) metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time.Time) (*ledger.Metrics, error) {
 	m := &ledger.Metrics{Now: now, Records: map[ledger.Status]int64{}}
-	rows, err := tx.Query(ctx, `SELECT status, coalesce(expires <= $1, false), count(*),
+	rows, err := tx.Query(ctx, p.q(`SELECT status, coalesce(expires <= $1, false), count(*),
 		count(*) FILTER (WHERE status = 'in_progress' AND lease_expires <= $1),
-		min(started) FILTER (WHERE status = 'in_progress'),
-		`+ledger.SumCountersSQL("")+` FROM records GROUP BY 1, 2`, now)
+		`+epochUS(`min(started) FILTER (WHERE status = 'in_progress')`)+`,
+		`+ledger.SumCountersSQL("")+` FROM {schema}.records GROUP BY 1, 2`), now)
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +170,10 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 			st       string
 			expired  bool
 			n, stuck int64
-			oldest   pgtype.Timestamptz
+			oldest   time.Time
 			c        ledger.Counters
 		)
-		if err := rows.Scan(append([]any{&st, &expired, &n, &stuck, &oldest}, c.Fields()...)...); err != nil {
+		if err := rows.Scan(append([]any{&st, &expired, &n, &stuck, &usTime{&oldest}}, c.Fields()...)...); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -185,8 +184,8 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 		}
 		m.Records[ledger.Status(st)] += n
 		m.Stuck += stuck
-		if oldest.Valid && (m.OldestInProgress.IsZero() || oldest.Time.Before(m.OldestInProgress)) {
-			m.OldestInProgress = oldest.Time
+		if !oldest.IsZero() && (m.OldestInProgress.IsZero() || oldest.Before(m.OldestInProgress)) {
+			m.OldestInProgress = oldest
 		}
 	}
 	rows.Close()
@@ -194,14 +193,14 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 		return nil, err
 	}
 	var c ledger.Counters
-	if err := tx.QueryRow(ctx, `SELECT `+ledger.SumCountersSQL("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM totals`).
+	if err := tx.QueryRow(ctx, p.q(`SELECT `+ledger.SumCountersSQL("")+`, coalesce(sum(purged), 0), coalesce(sum(expired), 0) FROM {schema}.totals`)).
 		Scan(append(c.Fields(), &m.Purged, &m.ExpiredRemoved)...); err != nil {
 		return nil, err
 	}
 	m.Counters.Add(c)
 	grp := `CASE WHEN strpos(key, $1) > 0 THEN left(key, strpos(key, $1) - 1) ELSE key END`
-	rows, err = tx.Query(ctx, `SELECT `+grp+` COLLATE "C", max(finished) FROM records WHERE status = 'succeeded'
-		GROUP BY 1 ORDER BY 1`, req.Sep())
+	rows, err = tx.Query(ctx, p.q(`SELECT `+grp+` COLLATE "C", `+epochUS("max(finished)")+` FROM {schema}.records WHERE status = 'succeeded'
+		GROUP BY 1 ORDER BY 1`), req.Sep())
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +210,7 @@ func metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsRequest, now time
 			g    string
 			last time.Time
 		)
-		if err := rows.Scan(&g, &last); err != nil {
+		if err := rows.Scan(&g, &usTime{&last}); err != nil {
 			return nil, err
 		}
 		m.FoldGroups(ledger.GroupSuccess{Group: g, Last: last}, req.Groups())
@@ -266,7 +265,7 @@ func (u *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[
 }
 
 func (u *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
-	r, err := getRecord(ctx, u.p.pool, key, false)
+	r, err := u.p.getRecord(ctx, u.p.pool, key, false)
 	return r, u.p.wrap("purge", err)
 }
 
@@ -275,10 +274,10 @@ func (u *purger) Delete(ctx context.Context, del []string, more bool) (int, erro
 	u.args["del"], u.args["force"] = del, u.force
 	var n int64
 	err := u.p.do(ctx, "purge", func() error {
-		return u.p.pool.QueryRow(ctx, `WITH d AS (DELETE FROM records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
+		return u.p.pool.QueryRow(ctx, u.p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
 			AND (@force::boolean OR NOT `+liveSQL+`) RETURNING `+ledger.CounterColumns+`),
 			t AS (`+addTotalsSQL(`count(*)`, `0`)+`)
-			SELECT count(*) FROM d`, u.args).Scan(&n)
+			SELECT count(*) FROM d`), u.args).Scan(&n)
 	})
 	if err != nil {
 		return 0, err
@@ -291,8 +290,8 @@ func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	rows, err := p.pool.Query(ctx, `SELECT u.k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i)
-		WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.key = u.k) GROUP BY u.k ORDER BY min(u.i)`, keys)
+	rows, err := p.pool.Query(ctx, p.q(`SELECT u.k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i)
+		WHERE NOT EXISTS (SELECT 1 FROM {schema}.records r WHERE r.key = u.k) GROUP BY u.k ORDER BY min(u.i)`), keys)
 	if err != nil {
 		return nil, err
 	}
@@ -300,13 +299,13 @@ func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 }
 
 // purgePageSQL reads one page of purge candidates, in key order.
-const purgePageSQL = `SELECT key, ` + liveSQL + ` FROM records
+const purgePageSQL = `SELECT key, ` + liveSQL + ` FROM {schema}.records
 	WHERE key > @cursor::text AND ` + selectorSQL + ` ORDER BY key LIMIT @chunk::bigint`
 
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
 func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
-	rows, err := p.pool.Query(ctx, purgePageSQL, args)
+	rows, err := p.pool.Query(ctx, p.q(purgePageSQL), args)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -322,7 +321,7 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {
 		var n int64
 		err := p.pool.QueryRow(ctx,
-			`SELECT pg_total_relation_size('records'::regclass) + pg_total_relation_size('attempts'::regclass)`).Scan(&n)
+			p.q(`SELECT pg_total_relation_size('{schema}.records'::regclass) + pg_total_relation_size('{schema}.attempts'::regclass)`)).Scan(&n)
 		return n, err
 	}
 	var (
@@ -334,8 +333,8 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	}
 	// VACUUM skips, with a mere warning, tables the role does not own.
 	var owner bool
-	if err := p.pool.QueryRow(ctx, `SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
-		WHERE oid IN ('records'::regclass, 'attempts'::regclass)`).Scan(&owner); err != nil {
+	if err := p.pool.QueryRow(ctx, p.q(`SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
+		WHERE oid IN ('{schema}.records'::regclass, '{schema}.attempts'::regclass)`)).Scan(&owner); err != nil {
 		return nil, p.wrap("compact", err)
 	}
 	if !owner {
@@ -343,7 +342,7 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 			Hint: "run it as the role that created the ledger's schema"}
 	}
 	if err := p.do(ctx, "compact", func() error {
-		_, err := p.pool.Exec(ctx, `VACUUM (FULL, ANALYZE) records, attempts`)
+		_, err := p.pool.Exec(ctx, p.q(`VACUUM (FULL, ANALYZE) {schema}.records, {schema}.attempts`))
 		return err
 	}); err != nil {
 		return nil, err
