@@ -103,7 +103,7 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 		return nil, err
 	}
 	if postgres.IsDSN(loc.path) {
-		return postgres.Open(ctx, loc.path)
+		return a.openPostgres(ctx, loc.path, ledger.Options{})
 	}
 	l, err := sqlite.OpenWith(ctx, loc.path, ledger.Options{NoMkdir: loc.named})
 	if err != nil {
@@ -113,6 +113,38 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 		a.ui.warnf("%s: the ledger holds command output, so others may not read it", f)
 	}
 	return l, nil
+}
+
+// schemaVar names the PostgreSQL schema of the ledger, for a DBA who
+// keeps more than one ledger in a database (a staging fleet beside
+// production) or has a naming rule. It is not a DSN parameter: pgx sends
+// those it does not know to the server as start-up parameters, which
+// poolers refuse.
+const schemaVar = "IDEM_LEDGER_SCHEMA"
+
+// ledgerSchema is the PostgreSQL schema the ledger is in: IDEM_LEDGER_SCHEMA,
+// else postgres.Schema.
+func (a *app) ledgerSchema() (string, error) {
+	s := a.getenv(schemaVar)
+	if s == "" {
+		return postgres.Schema, nil
+	}
+	if err := postgres.CheckSchemaName(s); err != nil {
+		return "", usagef("name a schema with lower-case letters, digits and _, not starting with a digit or pg_",
+			"%s: %w", schemaVar, err)
+	}
+	return s, nil
+}
+
+// openPostgres opens the PostgreSQL ledger at dsn, in the schema
+// IDEM_LEDGER_SCHEMA names.
+func (a *app) openPostgres(ctx context.Context, dsn string, opts ledger.Options) (*postgres.Ledger, error) {
+	schema, err := a.ledgerSchema()
+	if err != nil {
+		return nil, err
+	}
+	opts.Schema = schema
+	return postgres.OpenWith(ctx, dsn, opts)
 }
 
 // checkScheme refuses a URL that names no ledger idem knows.
@@ -174,18 +206,17 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 		}
 		return &noLedgerError{path: p, named: loc.named}
 	}
-	if !readOnly {
-		if !postgres.IsDSN(loc.path) {
-			// Writing would initialise an empty file: look read-only first.
-			if fi, err := os.Stat(loc.path); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-				return nil, noLedger()
-			}
+	if !readOnly && !postgres.IsDSN(loc.path) {
+		// Writing would initialise an empty file: look read-only first.
+		if fi, err := os.Stat(loc.path); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+			return nil, noLedger()
 		}
 		return a.openLedger(ctx)
 	}
 	var l ledger.Ledger
 	if postgres.IsDSN(loc.path) {
-		l, err = postgres.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
+		// A database without the schema stays without it.
+		l, err = a.openPostgres(ctx, loc.path, ledger.Options{ReadOnly: readOnly, Existing: true})
 	} else {
 		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
 	}

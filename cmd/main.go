@@ -70,6 +70,8 @@ func subcommand(name string) func(*app) *cobra.Command {
 		return newMetricsCmd
 	case "backup":
 		return newBackupCmd
+	case "schema":
+		return newSchemaCmd
 	}
 	return nil
 }
@@ -150,7 +152,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.Version = versionString()
 	root.AddCommand(newRunCmd(a))
-	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a))
+	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
 	usageErrors(root)

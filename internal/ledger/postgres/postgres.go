@@ -550,7 +550,7 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 		se.Err = fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, pe.Message)
 		se.Hint = "check that PostgreSQL is running and reachable from this host"
 	case pe.Code == "42501":
-		se.Hint = fmt.Sprintf("grant this role the use of schema %q and its tables (or CREATE on the database, for the first run)", p.schema)
+		se.Hint = fmt.Sprintf("grant this role the use of the ledger in schema %q: 'idem schema --grant ROLE' prints the grants", p.schema)
 	case pe.Code == "25006":
 		se.Hint = "point --ledger at the primary server, not a read-only standby"
 	case pe.Code == "53100":
