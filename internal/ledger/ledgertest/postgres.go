@@ -18,3 +18,25 @@ func PostgresDSN(t testing.TB) string {
 		"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATE and CREATEDB; see README)")
 	return dsn
 }
+
+// PgBouncerDSN returns IDEM_TEST_PGBOUNCER, the DSN of the test database
+// through a PgBouncer in transaction mode (same role as IDEM_TEST_POSTGRES),
+// or skips the test (fails it when IDEM_TEST_STRICT=1).
+func PgBouncerDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("IDEM_TEST_PGBOUNCER")
+	testenv.Need(t, "PgBouncer", dsn != "", "IDEM_TEST_PGBOUNCER is not set "+
+		"(set it to the DSN of IDEM_TEST_POSTGRES's role and database through a PgBouncer in transaction mode; see README)")
+	return dsn
+}
+
+// RuntimeDSN returns IDEM_TEST_POSTGRES_RUNTIME, the DSN of a login role
+// with no rights of its own on the test database (tests grant it the
+// runtime rights), or skips the test (fails it when IDEM_TEST_STRICT=1).
+func RuntimeDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("IDEM_TEST_POSTGRES_RUNTIME")
+	testenv.Need(t, "a least-privilege PostgreSQL role", dsn != "", "IDEM_TEST_POSTGRES_RUNTIME is not set "+
+		"(set it to the DSN of a LOGIN role without CREATE on IDEM_TEST_POSTGRES's database; see README)")
+	return dsn
+}
