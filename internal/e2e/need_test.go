@@ -6,6 +6,7 @@ package e2e
 // IDEM_TEST_STRICT=1 (as in CI), so that a CI run never passes by skipping.
 
 import (
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,26 @@ func needStrace(t testing.TB) string {
 func needPostgres(t testing.TB) string {
 	t.Helper()
 	return ledgertest.PostgresDSN(t)
+}
+
+// needPgBouncer returns IDEM_TEST_PGBOUNCER, the test database through a
+// PgBouncer in transaction mode (see pgBouncerDSN for a test's own
+// database).
+func needPgBouncer(t testing.TB) string {
+	t.Helper()
+	return ledgertest.PgBouncerDSN(t)
+}
+
+// needRuntimeRole returns IDEM_TEST_POSTGRES_RUNTIME, the DSN of a login
+// role with no rights of its own, and the role's name.
+func needRuntimeRole(t testing.TB) (dsn, role string) {
+	t.Helper()
+	dsn = ledgertest.RuntimeDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil || u.User.Username() == "" {
+		t.Fatalf("IDEM_TEST_POSTGRES_RUNTIME: want postgres://ROLE:PASSWORD@HOST:PORT/DATABASE (%v)", err)
+	}
+	return dsn, u.User.Username()
 }
 
 // needGitCheckout returns the module's root once git is there and the

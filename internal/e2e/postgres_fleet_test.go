@@ -133,6 +133,17 @@ func pgHistory(t *testing.T, db *pgx.Conn, key string) []pgAttempt {
 // runs exactly once; every other process replays it or reports it busy.
 func TestPostgresFleetOneExecution(t *testing.T) {
 	dsn, db := pgDatabase(t)
+	pgFleetOneExecution(t, dsn, db)
+}
+
+// The same race through a PgBouncer in transaction mode.
+func TestPgBouncerFleetOneExecution(t *testing.T) {
+	bouncer := needPgBouncer(t)
+	dsn, db := pgDatabase(t)
+	pgFleetOneExecution(t, pgBouncerDSN(t, bouncer, dsn), db)
+}
+
+func pgFleetOneExecution(t *testing.T, dsn string, db *pgx.Conn) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "executions")
 	const n = 32

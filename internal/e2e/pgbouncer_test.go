@@ -1,0 +1,193 @@
+package e2e
+
+// The shared PostgreSQL ledger through a PgBouncer in transaction mode
+// (IDEM_TEST_PGBOUNCER, see needPgBouncer), least privilege, and read
+// commands that must not create a ledger.
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgBouncerDSN is dsn (a test's own database) reached through the
+// PgBouncer of bouncer, whose wildcard entry serves every database.
+func pgBouncerDSN(t *testing.T, bouncer, dsn string) string {
+	t.Helper()
+	b, err := url.Parse(bouncer)
+	if err != nil {
+		t.Fatalf("IDEM_TEST_PGBOUNCER: %v", err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = b.Host
+	return u.String()
+}
+
+// withRole is dsn with the user and password of role's DSN.
+func withRole(t *testing.T, dsn, roleDSN string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := url.Parse(roleDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = r.User
+	return u.String()
+}
+
+// idemWith runs idem with IDEM_LEDGER=dsn and more NAME=VALUE.
+func idemWith(t *testing.T, dsn string, env []string, args ...string) *process {
+	t.Helper()
+	return run(t, inherit(append([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1"}, env...), "idem", args...))
+}
+
+func wantExit(t *testing.T, p *process, code int, stderr string) {
+	t.Helper()
+	if p.code != code || !strings.Contains(p.stderr, stderr) {
+		t.Fatalf("%v: want exit %d and stderr containing %q", p, code, stderr)
+	}
+}
+
+// A key run through PgBouncer replays when repeated directly, and one run
+// directly replays through PgBouncer: one ledger, whichever way a host
+// reaches it.
+func TestPgBouncerOneLedgerBothWays(t *testing.T) {
+	bouncer := needPgBouncer(t)
+	direct, _ := pgDatabase(t)
+	pooled := pgBouncerDSN(t, bouncer, direct)
+	for _, way := range []struct{ key, first, then string }{
+		{"evt:both-ways:pooled-first", pooled, direct},
+		{"evt:both-ways:direct-first", direct, pooled},
+	} {
+		p := idemWith(t, way.first, nil, "run", "--key", way.key, "--", "echoargs", "ran "+way.key)
+		wantExit(t, p, 0, "")
+		if p.stdout != "ran "+way.key+"\n" || p.stderr != "" {
+			t.Fatalf("first run: %v", p)
+		}
+		p = idemWith(t, way.then, nil, "run", "--key", way.key, "--", "echoargs", "ran "+way.key)
+		wantExit(t, p, 0, "idem: replayed "+way.key+": succeeded")
+		if p.stdout != "ran "+way.key+"\n" {
+			t.Fatalf("repeat the other way: %v; want the first run's output replayed", p)
+		}
+	}
+}
+
+// Listings, metrics and purge through PgBouncer in transaction mode.
+func TestPgBouncerListingsAndPurge(t *testing.T) {
+	bouncer := needPgBouncer(t)
+	direct, _ := pgDatabase(t)
+	pooled := pgBouncerDSN(t, bouncer, direct)
+	for _, k := range []string{"nightly:a:0001", "nightly:b:0002", "deploy:c:0003"} {
+		wantExit(t, idemWith(t, pooled, nil, "run", "--key", k, "--", "echoargs", k), 0, "")
+	}
+	wantExit(t, idemWith(t, pooled, nil, "run", "--key", "nightly:f:0004", "--", "exitwith", "3"), 3, "")
+	p := idemWith(t, pooled, nil, "inspect", "--prefix", "nightly:")
+	wantExit(t, p, 0, "")
+	for _, k := range []string{"nightly:a:0001", "nightly:b:0002", "nightly:f:0004"} {
+		if !strings.Contains(p.stdout, k) {
+			t.Errorf("inspect --prefix nightly: lacks %s: %v", k, p)
+		}
+	}
+	if strings.Contains(p.stdout, "deploy:c:0003") {
+		t.Errorf("inspect --prefix nightly: lists deploy:c:0003: %v", p)
+	}
+	p = idemWith(t, pooled, nil, "inspect", "--status", "failed", "--json")
+	wantExit(t, p, 0, "")
+	if !strings.Contains(p.stdout, `"nightly:f:0004"`) || strings.Contains(p.stdout, `"nightly:a:0001"`) {
+		t.Errorf("inspect --status failed: %v", p)
+	}
+	p = idemWith(t, pooled, nil, "metrics")
+	wantExit(t, p, 0, "")
+	if !strings.Contains(p.stdout, "idem_") {
+		t.Errorf("metrics: %v", p)
+	}
+	p = idemWith(t, pooled, nil, "purge", "--prefix", "nightly:", "--status", "succeeded")
+	wantExit(t, p, 0, "removed 2 records")
+	p = idemWith(t, pooled, nil, "inspect", "--json")
+	wantExit(t, p, 0, "")
+	if strings.Contains(p.stdout, `"nightly:a:0001"`) || !strings.Contains(p.stdout, `"deploy:c:0003"`) || !strings.Contains(p.stdout, `"nightly:f:0004"`) {
+		t.Errorf("after the purge: %v", p)
+	}
+}
+
+// schemaCount counts schemas named idem in the database db is connected to.
+func schemaCount(t *testing.T, db *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Commands that read or remove records create nothing in a database
+// without a ledger: no schema, no table.
+func TestPostgresReadCommandsCreateNothing(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"inspect"}, 0, ""},
+		{[]string{"inspect", "evt:nothing:1"}, 1, "no ledger at"},
+		{[]string{"inspect", "--json"}, 0, ""},
+		{[]string{"metrics"}, 0, ""},
+		{[]string{"purge", "--all", "--dry-run"}, 0, "nothing to purge: no ledger at"},
+		{[]string{"purge", "evt:nothing:1"}, 0, "nothing to purge: no ledger at"},
+		{[]string{"purge", "--all"}, 0, "nothing to purge: no ledger at"},
+		{[]string{"purge", "--expired", "--vacuum"}, 0, "nothing to purge: no ledger at"},
+	} {
+		p := idemWith(t, dsn, nil, c.args...)
+		if p.code != c.code || !strings.Contains(p.stderr, c.stderr) {
+			t.Errorf("%v: want exit %d and stderr containing %q", p, c.code, c.stderr)
+		}
+		if n := schemaCount(t, db); n != 0 {
+			t.Fatalf("idem %s created the ledger's schema", strings.Join(c.args, " "))
+		}
+	}
+}
+
+// The DBA's way: the owner applies the schema with 'idem schema --apply
+// --grant ROLE'; the runtime role, which may create nothing, then runs,
+// replays, lists and purges through PgBouncer. Before that, the runtime
+// role gets one error naming the DBA command, and the database stays
+// without a ledger.
+func TestPostgresRuntimeRoleThroughPgBouncer(t *testing.T) {
+	bouncer := needPgBouncer(t)
+	runtimeDSN, role := needRuntimeRole(t)
+	owner, db := pgDatabase(t)
+	runtime := withRole(t, pgBouncerDSN(t, bouncer, owner), runtimeDSN)
+
+	p := idemWith(t, runtime, nil, "run", "--key", "evt:runtime:1", "--", "echoargs", "once")
+	wantExit(t, p, 74, `has no ledger, and this role may not create one`)
+	if !strings.Contains(p.stderr, "idem: hint: have the ledger's owner run 'idem schema --apply --grant ROLE'") || p.stdout != "" {
+		t.Fatalf("%v: want the DBA command named, and the command not run", p)
+	}
+	if n := schemaCount(t, db); n != 0 {
+		t.Fatal("the runtime role's run created the schema")
+	}
+
+	p = idemWith(t, owner, nil, "schema", "--apply", "--grant", role)
+	wantExit(t, p, 0, `idem: created the ledger in schema "idem" at v`)
+	wantExit(t, idemWith(t, owner, nil, "schema", "--apply", "--grant", role), 0, `idem: the ledger in schema "idem" is at v`)
+
+	p = idemWith(t, runtime, nil, "run", "--key", "evt:runtime:1", "--", "echoargs", "once")
+	wantExit(t, p, 0, "")
+	if p.stdout != "once\n" {
+		t.Fatalf("%v", p)
+	}
+	wantExit(t, idemWith(t, runtime, nil, "run", "--key", "evt:runtime:1", "--", "echoargs", "once"), 0, "idem: replayed evt:runtime:1")
+	wantExit(t, idemWith(t, runtime, nil, "inspect", "evt:runtime:1"), 0, "")
+	wantExit(t, idemWith(t, runtime, nil, "purge", "evt:runtime:1"), 0, "removed 1 record")
+	wantExit(t, idemWith(t, runtime, nil, "purge", "--all", "--vacuum"), 74, "only the owner of the ledger's tables may compact them")
+}
