@@ -100,6 +100,9 @@ const manTail = `.SH ENVIRONMENT
 .B IDEM_LEDGER
 the ledger: a SQLite file path, or postgres://USER@HOST:PORT/DATABASE for one shared by many hosts. \-\-ledger overrides it.
 .TP
+.B IDEM_LEDGER_SCHEMA
+the schema of a PostgreSQL ledger (default idem): lower\-case letters, digits and _. Every host of a fleet must use the same.
+.TP
 .B STATE_DIRECTORY
 set by systemd for a service with StateDirectory=: when IDEM_LEDGER and \-\-ledger are unset, the ledger is ledger.db in its first directory. A login shell does not see it: inspect a service's ledger with \-\-ledger /var/lib/NAME/ledger.db.
 .TP
