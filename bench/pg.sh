@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench/pg.sh: per-run overhead of a PostgreSQL ledger, directly and through
+# PgBouncer (transaction mode), against SQLite and the bare command, in one
+# interleaved timeit run: `idem run` of /bin/true with a fresh key, and a
+# replay of a recorded key.
+#
+#   PG=postgres://... PGB=postgres://... bench/pg.sh   # N=200 runs each
+#
+# PG and PGB default to IDEM_TEST_POSTGRES and IDEM_TEST_PGBOUNCER (the test
+# set-up in the README). The ledger goes to a schema of its own
+# (IDEM_LEDGER_SCHEMA=idem_bench), dropped first and afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=bench/out
+work=$out/work
+mkdir -p "$work"
+pg=${PG:-${IDEM_TEST_POSTGRES:?set PG or IDEM_TEST_POSTGRES}}
+pgb=${PGB:-${IDEM_TEST_PGBOUNCER:?set PGB or IDEM_TEST_PGBOUNCER}}
+n=${N:-200}
+CGO_ENABLED=0 go build -o "$out/idem" .
+go build -o "$out/timeit" ./bench/cmd/timeit
+idem=$out/idem
+db=$work/pg-bench.db
+export NO_COLOR=1 IDEM_LEDGER_SCHEMA=idem_bench
+unset IDEM_LEDGER
+drop() { psql -qX "$pg" -c 'DROP SCHEMA IF EXISTS idem_bench CASCADE' 2>/dev/null; }
+drop
+trap drop EXIT
+rm -f "$db"*
+for l in "$db" "$pg" "$pgb"; do
+	"$idem" --ledger "$l" run --key "replay:$(echo "$l" | cksum | cut -c1-8)" -- /bin/true
+done
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$out/timeit" -n "$n" -names true,sqlite-fresh,pg-fresh,pgbouncer-fresh,sqlite-replay,pg-replay,pgbouncer-replay \
+	/bin/true \
+	"$idem --ledger $db run --key fresh:s:{n} -- /bin/true" \
+	"$idem --ledger $pg run --key fresh:d:{n} -- /bin/true" \
+	"$idem --ledger $pgb run --key fresh:b:{n} -- /bin/true" \
+	"$idem --ledger $db run --key replay:$(echo "$db" | cksum | cut -c1-8) -- /bin/true" \
+	"$idem --ledger $pg run --key replay:$(echo "$pg" | cksum | cut -c1-8) -- /bin/true" \
+	"$idem --ledger $pgb run --key replay:$(echo "$pgb" | cksum | cut -c1-8) -- /bin/true"
