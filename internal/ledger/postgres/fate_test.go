@@ -55,8 +55,8 @@ func TestPostgresFinishFateUnknown(t *testing.T) {
 				t.Fatalf("Reserve: %+v, %v", res, err)
 			}
 
-			// Finish's statement is the only one that sets synchronous_commit.
-			proxy.arm("set_config('synchronous_commit'", tc.committed)
+			// Finish's statement: the one that sets synchronous_commit from $16.
+			proxy.arm("set_config('synchronous_commit', $16", tc.committed)
 			err = l.Finish(ctx, ledger.FinishRequest{Key: key, Token: res.Token, AttemptID: res.AttemptID,
 				Status: ledger.StatusSucceeded, ExitSource: "child", Class: "success", Duration: time.Second,
 				OutputStored: true, Stdout: []byte("out")})

@@ -156,7 +156,7 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	// transaction whichever server connection is free. Tables are named
 	// with their schema, and results whose text depends on the session
 	// (timestamps on DateStyle, bytea on bytea_output) are read through
-	// explicit casts (see statements.go).
+	// explicit casts (see recordColumns).
 	params := cc.RuntimeParams
 	if _, ok := getParam(params, "application_name"); !ok {
 		setParam(params, "application_name", "idem")
