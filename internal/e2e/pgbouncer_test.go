@@ -191,3 +191,37 @@ func TestPostgresRuntimeRoleThroughPgBouncer(t *testing.T) {
 	wantExit(t, idemWith(t, runtime, nil, "purge", "evt:runtime:1"), 0, "removed 1 record")
 	wantExit(t, idemWith(t, runtime, nil, "purge", "--all", "--vacuum"), 74, "only the owner of the ledger's tables may compact them")
 }
+
+// IDEM_LEDGER_SCHEMA puts the ledger in a schema of that name, for every
+// command and for 'idem schema'; a name that needs quoting is a usage
+// error, and nothing is created.
+func TestPostgresLedgerSchemaVar(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	staging := []string{"IDEM_LEDGER_SCHEMA=staging_fleet"}
+	p := idemWith(t, dsn, staging, "run", "--key", "evt:schema-var:1", "--", "echoargs", "staging")
+	wantExit(t, p, 0, "")
+	wantExit(t, idemWith(t, dsn, staging, "run", "--key", "evt:schema-var:1", "--", "echoargs", "staging"), 0, "idem: replayed evt:schema-var:1")
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM staging_fleet.records`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("records in schema staging_fleet: %d, %v; want 1", n, err)
+	}
+	if c := schemaCount(t, db); c != 0 {
+		t.Fatal("a run with IDEM_LEDGER_SCHEMA created schema idem")
+	}
+	p = idemWith(t, dsn, nil, "schema")
+	wantExit(t, p, 0, "")
+	if !strings.Contains(p.stdout, `CREATE SCHEMA "idem";`) {
+		t.Errorf("idem schema: %v", p)
+	}
+	p = idemWith(t, dsn, staging, "schema", "--grant", "idem_app")
+	wantExit(t, p, 0, "")
+	if !strings.Contains(p.stdout, `CREATE SCHEMA "staging_fleet";`) || !strings.Contains(p.stdout, `GRANT USAGE ON SEQUENCE "staging_fleet".tokens TO "idem_app";`) {
+		t.Errorf("idem schema with IDEM_LEDGER_SCHEMA and --grant: %v", p)
+	}
+	for _, c := range [][]string{{"run", "--key", "evt:schema-var:2", "--", "echoargs", "x"}, {"inspect"}, {"schema"}} {
+		p := idemWith(t, dsn, []string{"IDEM_LEDGER_SCHEMA=Staging-Fleet"}, c...)
+		wantExit(t, p, 64, `idem: error: IDEM_LEDGER_SCHEMA: invalid schema name "Staging-Fleet"`)
+	}
+	wantExit(t, idemWith(t, dsn, nil, "schema", "--grant", ""), 64, "--grant is empty")
+	wantExit(t, idemWith(t, t.TempDir()+"/ledger.db", nil, "schema", "--apply"), 64, "idem schema --apply is for a PostgreSQL ledger")
+}
