@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemhq/idem/internal/exitcode"
@@ -103,7 +104,14 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 		return nil, err
 	}
 	if postgres.IsDSN(loc.path) {
-		return postgres.Open(ctx, loc.path)
+		l, err := postgres.Open(ctx, loc.path)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range l.Warnings() {
+			a.ui.warnf("%s", w)
+		}
+		return l, nil
 	}
 	l, err := sqlite.OpenWith(ctx, loc.path, ledger.Options{NoMkdir: loc.named})
 	if err != nil {
@@ -115,9 +123,14 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	return l, nil
 }
 
-// checkScheme refuses a URL that names no ledger idem knows.
+// checkScheme refuses a URL that names no ledger idem knows, and a
+// connection string idem cannot use: libpq would take it for one, so it
+// never names a file.
 func checkScheme(path string) error {
 	if postgres.IsDSN(path) {
+		if err := postgres.CheckDSN(path); err != nil {
+			return usagef("write the ledger as host=HOST port=PORT dbname=DATABASE user=USER (libpq's keywords) or postgres://USER@HOST:PORT/DATABASE; a file whose name starts with WORD= as ./WORD=...", "%v", err)
+		}
 		return nil
 	}
 	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
@@ -185,7 +198,13 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	}
 	var l ledger.Ledger
 	if postgres.IsDSN(loc.path) {
-		l, err = postgres.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
+		var pl *postgres.Ledger
+		if pl, err = postgres.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true}); err == nil {
+			l = pl
+			for _, w := range pl.Warnings() {
+				a.ui.warnf("%s", w)
+			}
+		}
 	} else {
 		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
 	}
@@ -197,4 +216,31 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 		return nil, err
 	}
 	return l, nil
+}
+
+// childEnviron is env for the command idem runs: IDEM_LEDGER without its
+// password, since the command may print its environment (into the
+// ledger's stored output) or hand it on. A nested idem reaches the same
+// ledger with the password from PGPASSWORD or a PGPASSFILE, which, as every
+// PG* variable, pass through untouched: they may be the command's own.
+func childEnviron(env []string) []string {
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, "IDEM_LEDGER=")
+		if !ok || !postgres.IsDSN(v) {
+			continue
+		}
+		clean, had, ok := postgres.WithoutPassword(v)
+		if !had && ok {
+			continue
+		}
+		if !ok {
+			// Nothing can be taken out reliably: hand on a DSN that fails
+			// loudly, rather than none (a nested idem would use a local
+			// file).
+			clean = "postgres://(unparsable)"
+		}
+		env = slices.Clone(env)
+		env[i] = "IDEM_LEDGER=" + clean
+	}
+	return env
 }

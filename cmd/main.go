@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 // version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
@@ -130,6 +131,11 @@ steps and webhook handlers are delivered at least once; wrapped in
 				return usagef("name a ledger file, or leave --ledger out to use IDEM_LEDGER or the default", "--ledger is empty")
 			}
 			a.ui = newUI(a)
+			if postgres.IsDSN(a.ledgerFlag) {
+				if _, had, _ := postgres.WithoutPassword(a.ledgerFlag); had {
+					a.ui.warnf("the password on --ledger is visible to every user of this host (ps) while idem runs: give it in PGPASSFILE or PGPASSWORD, or put the DSN in IDEM_LEDGER")
+				}
+			}
 			return nil
 		},
 	}
