@@ -271,6 +271,10 @@ func WithoutPassword(dsn string) (clean string, had, ok bool) {
 	return b.String(), true, true
 }
 
+// Redact returns dsn without its passwords, as Describe shows it, for
+// messages about a ledger that may not have been opened.
+func Redact(dsn string) string { return redactDSN(dsn) }
+
 // redactDSN returns dsn without its passwords, for messages and Describe.
 func redactDSN(dsn string) string {
 	if clean, _, ok := WithoutPassword(dsn); ok {
