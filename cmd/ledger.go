@@ -106,7 +106,7 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 	if postgres.IsDSN(loc.path) {
 		l, err := postgres.Open(ctx, loc.path)
 		if err != nil {
-			return nil, err
+			return nil, a.loginError(err)
 		}
 		for _, w := range l.Warnings() {
 			a.ui.warnf("%s", w)
@@ -208,6 +208,7 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	} else {
 		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
 	}
+	err = a.loginError(err)
 	var se *ledger.StoreError
 	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
 		return nil, &noLedgerError{path: se.Path, named: loc.named} // a DSN without its password
@@ -243,4 +244,21 @@ func childEnviron(env []string) []string {
 		env[i] = "IDEM_LEDGER=" + clean
 	}
 	return env
+}
+
+// loginError says why a login to a PostgreSQL ledger failed inside a
+// command idem runs, when that is because the command got IDEM_LEDGER
+// without its password (childEnviron) and has no other.
+func (a *app) loginError(err error) error {
+	var se *ledger.StoreError
+	if _, nested := lookupEnv(a.environ, "IDEM_KEY"); !nested || a.ledgerFlag != "" || a.getenv("PGPASSWORD") != "" ||
+		!postgres.AuthFailed(err) || !errors.As(err, &se) {
+		return err
+	}
+	if _, had, _ := postgres.WithoutPassword(a.getenv("IDEM_LEDGER")); had {
+		return err
+	}
+	c := *se
+	c.Hint = "idem gives the command it runs IDEM_LEDGER without its password: give the password in PGPASSWORD or a PGPASSFILE instead"
+	return &c
 }

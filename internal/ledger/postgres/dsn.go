@@ -439,7 +439,7 @@ func (p *Ledger) connectError(err error) error {
 	)
 	switch {
 	case errors.As(err, &pe):
-		se.Err = fmt.Errorf("PostgreSQL at %s refused the connection: %s", p.addr, pe.Message)
+		se.Err = &refusedError{addr: p.addr, pe: pe}
 		switch pe.Code {
 		case "28P01", "28000":
 			se.Hint = "check the user and password (in PGPASSWORD, a PGPASSFILE or the DSN) and pg_hba.conf"
@@ -477,6 +477,26 @@ func (p *Ledger) connectError(err error) error {
 		se.Err = fmt.Errorf("cannot connect to PostgreSQL at %s: %s", p.addr, msg)
 	}
 	return se
+}
+
+// refusedError is the server's refusal of a connection, which AuthFailed
+// recognises.
+type refusedError struct {
+	addr string
+	pe   *pgconn.PgError
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("PostgreSQL at %s refused the connection: %s", e.addr, e.pe.Message)
+}
+
+func (e *refusedError) Unwrap() error { return e.pe }
+
+// AuthFailed reports whether err is the server refusing the login: a
+// wrong or missing password, or no pg_hba.conf entry for it.
+func AuthFailed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000")
 }
 
 // cause names why a connection failed in a few words ("connection
