@@ -71,9 +71,9 @@ func CheckDSN(s string) error {
 	}
 	afterPassword := false
 	for _, p := range pairs {
-		if !keywords[p.key] {
+		if !keyword(p.key) {
 			what := "an unknown keyword"
-			if libpqOnly[p.key] {
+			if libpqOnly(p.key) {
 				what = "a keyword idem does not support"
 			}
 			if afterPassword || len(p.key) > 40 {
@@ -87,27 +87,37 @@ func CheckDSN(s string) error {
 	return nil
 }
 
-// keywords are those of libpq's that pgx reads, and pgx's own.
-var keywords = map[string]bool{
-	"host": true, "port": true, "dbname": true, "database": true, "user": true, "password": true,
-	"passfile": true, "connect_timeout": true, "sslmode": true, "sslkey": true, "sslcert": true,
-	"sslcertmode": true, "sslrootcert": true, "sslnegotiation": true, "sslpassword": true, "sslsni": true,
-	"krbspn": true, "krbsrvname": true, "target_session_attrs": true, "service": true, "servicefile": true,
-	"min_protocol_version": true, "max_protocol_version": true, "channel_binding": true, "require_auth": true,
-	"application_name": true, "options": true,
-	"default_query_exec_mode": true, "statement_cache_capacity": true, "description_cache_capacity": true,
+// keyword reports whether k is one of libpq's keywords that pgx reads, or
+// one of pgx's own.
+func keyword(k string) bool {
+	switch k {
+	case "host", "port", "dbname", "database", "user", "password",
+		"passfile", "connect_timeout", "sslmode", "sslkey", "sslcert",
+		"sslcertmode", "sslrootcert", "sslnegotiation", "sslpassword", "sslsni",
+		"krbspn", "krbsrvname", "target_session_attrs", "service", "servicefile",
+		"min_protocol_version", "max_protocol_version", "channel_binding", "require_auth",
+		"application_name", "options",
+		"default_query_exec_mode", "statement_cache_capacity", "description_cache_capacity":
+		return true
+	}
+	return false
 }
 
-// libpqOnly are libpq keywords pgx does not read (it would send them to
-// the server as run-time parameters, which the server refuses).
-var libpqOnly = map[string]bool{
-	"hostaddr": true, "client_encoding": true, "fallback_application_name": true, "keepalives": true,
-	"keepalives_idle": true, "keepalives_interval": true, "keepalives_count": true, "tcp_user_timeout": true,
-	"replication": true, "gssencmode": true, "sslcompression": true, "sslcrl": true, "sslcrldir": true,
-	"requirepeer": true, "ssl_min_protocol_version": true, "ssl_max_protocol_version": true, "gsslib": true,
-	"gssdelegation": true, "load_balance_hosts": true, "sslkeylogfile": true, "scram_client_key": true,
-	"scram_server_key": true, "oauth_issuer": true, "oauth_client_id": true, "oauth_client_secret": true,
-	"oauth_scope": true,
+// libpqOnly reports whether k is a libpq keyword pgx does not read (it
+// would send it to the server as a run-time parameter, which the server
+// refuses).
+func libpqOnly(k string) bool {
+	switch k {
+	case "hostaddr", "client_encoding", "fallback_application_name", "keepalives",
+		"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+		"replication", "gssencmode", "sslcompression", "sslcrl", "sslcrldir",
+		"requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version", "gsslib",
+		"gssdelegation", "load_balance_hosts", "sslkeylogfile", "scram_client_key",
+		"scram_server_key", "oauth_issuer", "oauth_client_id", "oauth_client_secret",
+		"oauth_scope":
+		return true
+	}
+	return false
 }
 
 // secretKey reports whether a keyword or query parameter holds a secret.
@@ -173,7 +183,7 @@ func parseKeywordValue(s string) ([]kvPair, error) {
 
 // safeKey is key for a message, unless it cannot be a keyword.
 func safeKey(key string) string {
-	if keywords[key] || libpqOnly[key] {
+	if keyword(key) || libpqOnly(key) {
 		return key
 	}
 	return "a keyword"
