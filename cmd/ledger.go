@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemhq/idem/internal/exitcode"
@@ -103,7 +104,11 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
 		return nil, err
 	}
 	if postgres.IsDSN(loc.path) {
-		return a.openPostgres(ctx, loc.path, ledger.Options{})
+		l, err := a.openPostgres(ctx, loc.path, ledger.Options{})
+		if err != nil {
+			return nil, a.loginError(err)
+		}
+		return l, nil
 	}
 	l, err := sqlite.OpenWith(ctx, loc.path, ledger.Options{NoMkdir: loc.named})
 	if err != nil {
@@ -137,19 +142,31 @@ func (a *app) ledgerSchema() (string, error) {
 }
 
 // openPostgres opens the PostgreSQL ledger at dsn, in the schema
-// IDEM_LEDGER_SCHEMA names.
+// IDEM_LEDGER_SCHEMA names, and passes its warnings on.
 func (a *app) openPostgres(ctx context.Context, dsn string, opts ledger.Options) (*postgres.Ledger, error) {
 	schema, err := a.ledgerSchema()
 	if err != nil {
 		return nil, err
 	}
 	opts.Schema = schema
-	return postgres.OpenWith(ctx, dsn, opts)
+	l, err := postgres.OpenWith(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range l.Warnings() {
+		a.ui.warnf("%s", w)
+	}
+	return l, nil
 }
 
-// checkScheme refuses a URL that names no ledger idem knows.
+// checkScheme refuses a URL that names no ledger idem knows, and a
+// connection string idem cannot use: libpq would take it for one, so it
+// never names a file.
 func checkScheme(path string) error {
 	if postgres.IsDSN(path) {
+		if err := postgres.CheckDSN(path); err != nil {
+			return usagef("write the ledger as host=HOST port=PORT dbname=DATABASE user=USER (libpq's keywords) or postgres://USER@HOST:PORT/DATABASE; a file whose name starts with WORD= as ./WORD=...", "%v", err)
+		}
 		return nil
 	}
 	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
@@ -220,6 +237,7 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	} else {
 		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
 	}
+	err = a.loginError(err)
 	var se *ledger.StoreError
 	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
 		return nil, &noLedgerError{path: se.Path, named: loc.named} // a DSN without its password
@@ -228,4 +246,48 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 		return nil, err
 	}
 	return l, nil
+}
+
+// childEnviron is env for the command idem runs: IDEM_LEDGER without its
+// password, since the command may print its environment (into the
+// ledger's stored output) or hand it on. A nested idem reaches the same
+// ledger with the password from PGPASSWORD or a PGPASSFILE, which, as every
+// PG* variable, pass through untouched: they may be the command's own.
+func childEnviron(env []string) []string {
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, "IDEM_LEDGER=")
+		if !ok || !postgres.IsDSN(v) {
+			continue
+		}
+		clean, had, ok := postgres.WithoutPassword(v)
+		if !had && ok {
+			continue
+		}
+		if !ok {
+			// Nothing can be taken out reliably: hand on a DSN that fails
+			// loudly, rather than none (a nested idem would use a local
+			// file).
+			clean = "postgres://(unparsable)"
+		}
+		env = slices.Clone(env)
+		env[i] = "IDEM_LEDGER=" + clean
+	}
+	return env
+}
+
+// loginError says why a login to a PostgreSQL ledger failed inside a
+// command idem runs, when that is because the command got IDEM_LEDGER
+// without its password (childEnviron) and has no other.
+func (a *app) loginError(err error) error {
+	var se *ledger.StoreError
+	if _, nested := lookupEnv(a.environ, "IDEM_KEY"); !nested || a.ledgerFlag != "" || a.getenv("PGPASSWORD") != "" ||
+		!postgres.AuthFailed(err) || !errors.As(err, &se) {
+		return err
+	}
+	if _, had, _ := postgres.WithoutPassword(a.getenv("IDEM_LEDGER")); had {
+		return err
+	}
+	c := *se
+	c.Hint = "idem gives the command it runs IDEM_LEDGER without its password: give the password in PGPASSWORD or a PGPASSFILE instead"
+	return &c
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 // version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
@@ -132,6 +133,11 @@ steps and webhook handlers are delivered at least once; wrapped in
 				return usagef("name a ledger file, or leave --ledger out to use IDEM_LEDGER or the default", "--ledger is empty")
 			}
 			a.ui = newUI(a)
+			if postgres.IsDSN(a.ledgerFlag) {
+				if _, had, _ := postgres.WithoutPassword(a.ledgerFlag); had {
+					a.ui.warnf("the password on --ledger is visible to every user of this host (ps) while idem runs: give it in PGPASSFILE or PGPASSWORD, or put the DSN in IDEM_LEDGER")
+				}
+			}
 			return nil
 		},
 	}
@@ -141,7 +147,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or postgres://USER@HOST:PORT/DATABASE for a shared one (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
+	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp())
 	if name := invoked(args); name != "" {

@@ -98,7 +98,7 @@ func roffText(s string) string {
 const manTail = `.SH ENVIRONMENT
 .TP
 .B IDEM_LEDGER
-the ledger: a SQLite file path, or postgres://USER@HOST:PORT/DATABASE for one shared by many hosts. \-\-ledger overrides it.
+the ledger: a SQLite file path, or a PostgreSQL database for one shared by many hosts, as postgres://USER@HOST:PORT/DATABASE or in libpq's keyword/value form (host=HOST dbname=DATABASE user=USER). \-\-ledger overrides it. The command idem runs gets it without its password.
 .TP
 .B IDEM_LEDGER_SCHEMA
 the schema of a PostgreSQL ledger (default idem): lower\-case letters, digits and _. Every host of a fleet must use the same.
@@ -116,7 +116,7 @@ the home directory of the default ledger; when unset (a daemon), the password da
 when set and not empty, idem's messages are not coloured (unless \-\-color always).
 .TP
 .B PGPASSWORD, PGPASSFILE, PGHOST, PGSSLMODE, PGCONNECT_TIMEOUT
-the usual libpq variables apply to a PostgreSQL ledger.
+the usual libpq variables apply to a PostgreSQL ledger, and pass to the command untouched. A password file that its group or others may read is ignored, as libpq ignores it.
 .PP
 idem sets these in the command's environment:
 .TP

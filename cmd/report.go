@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/runner"
 )
 
@@ -152,7 +153,9 @@ func (a *app) ledgerDescription() *string {
 		return nil
 	}
 	s := loc.path
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
+	if postgres.IsDSN(s) {
+		s = postgres.Redact(s)
+	} else if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
 		if u.User != nil {
 			u.User = url.User(u.User.Username())
 		}

@@ -58,13 +58,15 @@ replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
 
-The child inherits the environment plus IDEM_KEY, IDEM_TOKEN (the fencing
-token: refuse writes downstream whose token is lower than one already
-seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS, IDEM_RETRY_AFTER (a file:
-write a duration such as 30s there to ask for that delay before the next
-attempt) and IDEM_RUN (the run's identity, by which a later run finds and
-stops this run's processes), and fd 3, the key's run lock: a run of the key
-on this host does not start while a process keeps it open.
+The child inherits the environment (IDEM_LEDGER without its password: a
+nested idem takes it from PGPASSWORD or a PGPASSFILE) plus IDEM_KEY,
+IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
+lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
+IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
+that delay before the next attempt) and IDEM_RUN (the run's identity, by
+which a later run finds and stops this run's processes), and fd 3, the
+key's run lock: a run of the key on this host does not start while a
+process keeps it open.
 
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
@@ -268,7 +270,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.environ,
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: childEnviron(a.environ),
 		Procs: procs.New(), LockPath: a.runLockPath(l),
 	}
 	ro := o.Options

@@ -11,9 +11,18 @@ import (
 
 // TestMain registers idem and the helper programs (programs_test.go) that
 // scripts and tests run as separate processes: testscript puts them on
-// PATH, and re-executes this test binary to run one.
+// PATH, and re-executes this test binary to run one. Builds made once for
+// the whole process (fleetIdem) are removed at the end.
 func TestMain(m *testing.M) {
-	testscript.Main(m, programs())
+	testscript.Main(cleanupM{m}, programs())
+}
+
+// cleanupM removes what tests built for the whole process once they end.
+type cleanupM struct{ *testing.M }
+
+func (m cleanupM) Run() int {
+	defer removeFleetBuild()
+	return m.M.Run()
 }
 
 // TestScripts runs the txtar scripts of the repository's testscripts

@@ -1,8 +1,8 @@
 package e2e
 
-// The shared PostgreSQL ledger with real idem processes (this test binary,
-// as testscript.Main registers it) that claim to run on different hosts
-// through the test-only IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
+// The shared PostgreSQL ledger with real idem processes (fleetIdem's
+// build) that claim to run on different hosts through the test-only
+// IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
 // need IDEM_TEST_POSTGRES, a DSN (see README; needPostgres); each test gets
 // a database of its own, dropped afterwards.
 
@@ -78,7 +78,7 @@ type pgHostProc struct {
 func pgStartOnHost(t *testing.T, dsn, host, dir string, extra []string, args ...string) *pgHostProc {
 	t.Helper()
 	c := inherit(append([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1",
-		"IDEM_TESTONLY_HOST=" + host, "IDEM_TESTONLY_BOOT_ID=boot-" + host}, extra...), "idem", args...)
+		"IDEM_TESTONLY_HOST=" + host, "IDEM_TESTONLY_BOOT_ID=boot-" + host}, extra...), fleetIdem(t), args...)
 	c.dir = dir
 	return &pgHostProc{host: host, process: start(t, c)}
 }
@@ -148,6 +148,7 @@ func pgFleetOneExecution(t *testing.T, dsn string, db *pgx.Conn) {
 	out := filepath.Join(dir, "executions")
 	const n = 32
 	const key = "deploy:fleet:42"
+	fleetIdem(t) // built here, not in the racers' goroutines
 	procs := make([]*pgHostProc, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

@@ -149,7 +149,10 @@ func cmdWaitmatch(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdPGLedger (pgledger) points the script's IDEM_LEDGER at a new, empty
 // PostgreSQL database, dropped when the script ends, and sets PGSECRET to
-// the password it connects with (for "! stderr $PGSECRET").
+// the password it connects with (for "! stderr $PGSECRET"), PGKV and
+// PGKV_PASSWORD to the database as a keyword/value DSN without and with
+// the password, PGURL_NOPASSWORD to the URL without it and
+// PGURL_PASSWORD_PARAM to the URL with it as a parameter.
 func cmdPGLedger(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: pgledger")
@@ -167,6 +170,25 @@ func cmdPGLedger(ts *testscript.TestScript, neg bool, args []string) {
 		secret = "no-password-in-IDEM_TEST_POSTGRES"
 	}
 	ts.Setenv("PGSECRET", secret)
+	// The same database in libpq's keyword/value form, with the password
+	// and without it, and the URL without it.
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	kv := fmt.Sprintf("host=%s port=%s dbname=%s user=%s", u.Hostname(), port, strings.TrimPrefix(u.Path, "/"), u.User.Username())
+	if m := u.Query().Get("sslmode"); m != "" {
+		kv += " sslmode=" + m
+	}
+	ts.Setenv("PGKV", kv)
+	ts.Setenv("PGKV_PASSWORD", kv+" password='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(secret)+"'")
+	nopw := *u
+	nopw.User = url.User(u.User.Username())
+	ts.Setenv("PGURL_NOPASSWORD", nopw.String())
+	q := nopw.Query()
+	q.Set("password", secret)
+	nopw.RawQuery = q.Encode()
+	ts.Setenv("PGURL_PASSWORD_PARAM", nopw.String())
 }
 
 // jsonAt reads FILE (or the last stdout, for "stdout") as JSON and returns

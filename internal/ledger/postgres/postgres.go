@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,6 +81,8 @@ type Ledger struct {
 	// durable: a reservation's (its token is handed to a command) and the
 	// outcome's; asyncCommit for the others (renewals, replays).
 	syncCommit, asyncCommit string
+	// passfile is a password file ignored for its permissions ("": none).
+	passfile string
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
@@ -90,12 +91,6 @@ type Ledger struct {
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
-}
-
-// IsDSN reports whether a --ledger value names a PostgreSQL
-// database rather than a file.
-func IsDSN(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
 // Open connects to the database dsn names and creates or migrates
@@ -144,10 +139,9 @@ func CheckSchemaName(name string) error {
 // given migrations (tests give it more).
 func open(ctx context.Context, dsn, schema string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
 	desc := redactDSN(dsn)
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, passfile, err := parseConfig(dsn, desc)
 	if err != nil {
-		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: parseError(err),
-			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
+		return nil, err
 	}
 	cc := cfg.ConnConfig
 	// No start-up parameter but application_name, which poolers accept
@@ -189,35 +183,12 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
 	p := &Ledger{pool: pool, schema: schema, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
-		syncCommit: syncCommit, asyncCommit: asyncCommit}
+		syncCommit: syncCommit, asyncCommit: asyncCommit, passfile: passfile}
 	if err := p.checkSchema(ctx, migrations, opts); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return p, nil
-}
-
-// redactDSN returns dsn without its password (in the user info or as a
-// query parameter), for messages and Describe.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		scheme, _, _ := strings.Cut(dsn, "://")
-		return scheme + "://(unparsable)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for name := range q {
-			if strings.Contains(strings.ToLower(name), "password") {
-				q.Del(name)
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
 }
 
 // getParam and setParam read and set a run-time parameter whatever the
@@ -241,35 +212,10 @@ func setParam(params map[string]string, name, value string) {
 	params[name] = value
 }
 
-// dsnSets reports whether the DSN's query names the parameter.
+// dsnSets reports whether the DSN names the parameter.
 func dsnSets(dsn, param string) bool {
-	u, err := url.Parse(dsn)
-	return err == nil && u.Query().Has(param)
-}
-
-// parseError keeps the reason a DSN was refused without quoting the DSN:
-// pgx's own message quotes it (its redaction is best effort) and a URL
-// error quotes it whole, password included.
-func parseError(err error) error {
-	reason := ""
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		msg := pe.Error()
-		if i := strings.LastIndex(msg, "`: "); i >= 0 {
-			reason = msg[i+3:]
-		}
-		if inner := errors.Unwrap(pe); inner != nil {
-			reason = strings.TrimSuffix(reason, " ("+inner.Error()+")")
-		}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		reason = strings.TrimPrefix(reason+": ", ": ") + ue.Err.Error()
-	}
-	if reason == "" {
-		return errors.New("invalid PostgreSQL DSN")
-	}
-	return fmt.Errorf("invalid PostgreSQL DSN: %s", reason)
+	_, ok := dsnSetting(dsn, param)
+	return ok
 }
 
 func hostAddr(c *pgconn.Config) string {
@@ -518,11 +464,13 @@ func (p *Ledger) wrap(op string, err error) error {
 		ce       *pgconn.ConnectError
 	)
 	switch {
-	case err == nil, errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrLeaseLost), errors.As(err, &mismatch),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &se):
+	case err == nil, errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrLeaseLost), errors.As(err, &mismatch), errors.As(err, &se):
 		return err
 	case errors.As(err, &ce):
+		// Before the context's errors: a connect timeout is one.
 		return p.connectError(err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	case errors.As(err, &pe):
 		return p.serverError(op, pe)
 	}
@@ -559,64 +507,6 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 		se.Hint = "retry; if it persists, look for a long transaction holding the ledger's rows"
 	}
 	return se
-}
-
-// connectError explains a failed connection by the host it tried; the
-// password never appears (pgx's messages quote only user and database).
-func (p *Ledger) connectError(err error) error {
-	se := &ledger.StoreError{Op: "connect", Path: p.desc}
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe):
-		se.Err = fmt.Errorf("PostgreSQL at %s refused the connection: %s", p.addr, pe.Message)
-		switch pe.Code {
-		case "28P01", "28000":
-			se.Hint = "check the user and password (in the DSN, PGPASSWORD or PGPASSFILE) and pg_hba.conf"
-		case "3D000":
-			se.Hint = "create the database, or name an existing one in the DSN"
-		case "53300":
-			se.Hint = "the server has too many connections; retry, or raise max_connections"
-		default:
-			se.Hint = "check the DSN, and that PostgreSQL accepts this role and database from this host"
-		}
-	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
-		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
-		se.Hint = "check the host and port, and that a firewall lets this host through"
-	default:
-		msg := cause(err)
-		if strings.Contains(msg, "password") {
-			se.Hint = "set the password in the DSN, PGPASSWORD or a PGPASSFILE"
-		} else {
-			se.Hint = "check that PostgreSQL is running and accepts connections at that address"
-		}
-		se.Err = fmt.Errorf("cannot connect to PostgreSQL at %s: %s", p.addr, msg)
-	}
-	return se
-}
-
-// cause names why a connection failed in a few words ("connection
-// refused", "no such host") rather than pgx's account of every layer.
-func cause(err error) string {
-	var (
-		errno syscall.Errno
-		dns   *net.DNSError
-		op    *net.OpError
-	)
-	switch {
-	case errors.As(err, &errno):
-		return errno.Error()
-	case errors.As(err, &dns):
-		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
-	case errors.As(err, &op):
-		return op.Err.Error()
-	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
 }
 
 // recordColumns are a record's columns for scanRecord. Times are read as

@@ -403,7 +403,10 @@ func TestRedactDSN(t *testing.T) {
 			"postgres://idem@db.example/ops?application_name=x"},
 		{"postgres://idem:S3cret@h1:5432,h2:5433/ops", "postgres://idem@h1:5432,h2:5433/ops"},
 		{"postgres:///ops", "postgres:///ops"},
-		{"postgres://idem:S3cret@[::1/ops", "postgres://(unparsable)"},
+		// The rest of a URL is kept as written, even where pgx will refuse it.
+		{"postgres://idem:S3cret@[::1/ops", "postgres://idem@[::1/ops"},
+		{"postgres://idem:S3c@ret@db.example/ops", "postgres://(unparsable)"},
+		{"host=db.example dbname=ops password='S3cret x'", "host=db.example dbname=ops"},
 	} {
 		if got := postgres.RedactDSN(tc.dsn); got != tc.want || strings.Contains(got, "S3cret") {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)

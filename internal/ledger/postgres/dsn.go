@@ -1,0 +1,545 @@
+package postgres
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// The forms of a DSN: a postgres:// or postgresql:// URL, or libpq's
+// keyword/value string ("host=db1 dbname=ops user=idem"). What libpq would
+// take for a connection string never names a SQLite file.
+
+// IsDSN reports whether a --ledger value names a PostgreSQL database
+// rather than a file: a postgres:// or postgresql:// URL, or a value that
+// starts as libpq's keyword/value form does (a word of letters, digits and
+// underscores, then '='), or one of nothing but spaces (libpq reads it as
+// a connection string with every default). CheckDSN says whether idem can
+// use it.
+func IsDSN(s string) bool {
+	return isURL(s) || looksKeywordValue(s)
+}
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// looksKeywordValue: libpq's keywords are all such words, so every string
+// libpq reads as keyword/value starts like this; a path ("./a=b.db",
+// "/srv/run=1/ledger.db") does not.
+func looksKeywordValue(s string) bool {
+	s = strings.TrimLeft(s, spaces)
+	if s == "" {
+		return true
+	}
+	i := 0
+	for i < len(s) && (s[i] == '_' || 'a' <= s[i] && s[i] <= 'z' || 'A' <= s[i] && s[i] <= 'Z' || i > 0 && '0' <= s[i] && s[i] <= '9') {
+		i++
+	}
+	return i > 0 && strings.HasPrefix(strings.TrimLeft(s[i:], spaces), "=")
+}
+
+// spaces are what libpq skips between keyword/value pairs (isspace).
+const spaces = " \t\n\r\v\f"
+
+// CheckDSN returns why a keyword/value DSN (see IsDSN) cannot be used: it
+// does not parse as libpq reads it, names nothing, or has a keyword idem
+// does not know. The error never quotes a value, nor a word that follows a
+// password. URLs are checked when they are opened: nil.
+func CheckDSN(s string) error {
+	if isURL(s) {
+		return nil
+	}
+	pairs, err := parseKeywordValue(s)
+	if err != nil {
+		return fmt.Errorf("the ledger's connection string does not parse: %w", err)
+	}
+	if len(pairs) == 0 {
+		return fmt.Errorf("the ledger's connection string is empty")
+	}
+	afterPassword := false
+	for _, p := range pairs {
+		if !keyword(p.key) {
+			what := "an unknown keyword"
+			if libpqOnly(p.key) {
+				what = "a keyword idem does not support"
+			}
+			if afterPassword || len(p.key) > 40 {
+				// A password with a space, unquoted, reads as more pairs.
+				return fmt.Errorf("the ledger's connection string has %s after its password (quote a value with spaces: password='...')", what)
+			}
+			return fmt.Errorf("the ledger's connection string has %s: %q", what, p.key)
+		}
+		afterPassword = afterPassword || secretKey(p.key)
+	}
+	return nil
+}
+
+// keyword reports whether k is one of libpq's keywords that pgx reads, or
+// one of pgx's own.
+func keyword(k string) bool {
+	switch k {
+	case "host", "port", "dbname", "database", "user", "password",
+		"passfile", "connect_timeout", "sslmode", "sslkey", "sslcert",
+		"sslcertmode", "sslrootcert", "sslnegotiation", "sslpassword", "sslsni",
+		"krbspn", "krbsrvname", "target_session_attrs", "service", "servicefile",
+		"min_protocol_version", "max_protocol_version", "channel_binding", "require_auth",
+		"application_name", "options",
+		"default_query_exec_mode", "statement_cache_capacity", "description_cache_capacity":
+		return true
+	}
+	return false
+}
+
+// libpqOnly reports whether k is a libpq keyword pgx does not read (it
+// would send it to the server as a run-time parameter, which the server
+// refuses).
+func libpqOnly(k string) bool {
+	switch k {
+	case "hostaddr", "client_encoding", "fallback_application_name", "keepalives",
+		"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+		"replication", "gssencmode", "sslcompression", "sslcrl", "sslcrldir",
+		"requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version", "gsslib",
+		"gssdelegation", "load_balance_hosts", "sslkeylogfile", "scram_client_key",
+		"scram_server_key", "oauth_issuer", "oauth_client_id", "oauth_client_secret",
+		"oauth_scope":
+		return true
+	}
+	return false
+}
+
+// secretKey reports whether a keyword or query parameter holds a secret.
+func secretKey(k string) bool {
+	return strings.Contains(strings.ToLower(k), "password")
+}
+
+type kvPair struct{ key, val string }
+
+// parseKeywordValue reads s as libpq's conninfo_parse does: pairs
+// keyword = value separated by spaces; a value is a word or is quoted in
+// single quotes, and a backslash takes the next character literally in
+// either. Errors name no value.
+func parseKeywordValue(s string) ([]kvPair, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, fmt.Errorf("a NUL byte")
+	}
+	var pairs []kvPair
+	for s = strings.TrimLeft(s, spaces); s != ""; s = strings.TrimLeft(s, spaces) {
+		end := strings.IndexAny(s, spaces+"=")
+		if end < 0 {
+			end = len(s)
+		}
+		key := s[:end]
+		s = strings.TrimLeft(s[end:], spaces)
+		if !strings.HasPrefix(s, "=") {
+			return nil, fmt.Errorf("a word without \"=\" after it (write keyword=value)")
+		}
+		s = strings.TrimLeft(s[1:], spaces)
+		var val strings.Builder
+		if strings.HasPrefix(s, "'") {
+			i := 1
+			for ; i < len(s) && s[i] != '\''; i++ {
+				if s[i] == '\\' {
+					i++
+					if i == len(s) {
+						break
+					}
+				}
+				val.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("an unterminated quoted value (after %s=)", safeKey(key))
+			}
+			s = s[i+1:]
+		} else {
+			i := 0
+			for ; i < len(s) && !strings.ContainsRune(spaces, rune(s[i])); i++ {
+				if s[i] == '\\' {
+					i++
+					if i == len(s) {
+						break
+					}
+				}
+				val.WriteByte(s[i])
+			}
+			s = s[min(i, len(s)):]
+		}
+		pairs = append(pairs, kvPair{key, val.String()})
+	}
+	return pairs, nil
+}
+
+// safeKey is key for a message, unless it cannot be a keyword.
+func safeKey(key string) string {
+	if keyword(key) || libpqOnly(key) {
+		return key
+	}
+	return "a keyword"
+}
+
+// formatKeywordValue writes pairs back as a keyword/value string that
+// libpq and pgx read as the same pairs.
+func formatKeywordValue(pairs []kvPair) string {
+	var b strings.Builder
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(p.key + "=")
+		if p.val != "" && !strings.ContainsAny(p.val, spaces+`'\`) {
+			b.WriteString(p.val)
+			continue
+		}
+		b.WriteByte('\'')
+		for _, c := range []byte(p.val) {
+			if c == '\'' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		}
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// WithoutPassword returns dsn with every password taken out (a URL's user
+// info password and its password and sslpassword parameters; the
+// password and sslpassword keywords), and whether it had one. The rest of
+// a URL is kept as written; a keyword/value string is written anew (its
+// pairs unchanged). ok is false when dsn does not parse, or when a URL
+// holds an '@' past its user info (an unencoded character in the
+// password), where nothing can be taken out reliably.
+func WithoutPassword(dsn string) (clean string, had, ok bool) {
+	if !isURL(dsn) {
+		pairs, err := parseKeywordValue(dsn)
+		if err != nil {
+			return "", false, false
+		}
+		kept := pairs[:0:0]
+		for _, p := range pairs {
+			if secretKey(p.key) {
+				had = true
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if !had {
+			return dsn, false, true
+		}
+		return formatKeywordValue(kept), true, true
+	}
+	scheme, rest, _ := strings.Cut(dsn, "://")
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	// pgx (as libpq) takes the user info to end at the first '@' before
+	// any '/'.
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		user, _, pw := strings.Cut(rest[:i], ":")
+		had = pw
+		if user != "" {
+			b.WriteString(user + "@")
+		}
+		rest = rest[i+1:]
+	}
+	hostPath, query, hasQuery := strings.Cut(rest, "?")
+	if strings.Contains(hostPath, "@") {
+		return "", false, false
+	}
+	b.WriteString(hostPath)
+	if hasQuery {
+		var kept []string
+		for _, param := range strings.Split(query, "&") {
+			k, _, _ := strings.Cut(param, "=")
+			if dk, err := url.QueryUnescape(k); err == nil {
+				k = dk
+			}
+			if secretKey(k) {
+				had = true
+				continue
+			}
+			kept = append(kept, param)
+		}
+		if len(kept) > 0 {
+			b.WriteString("?" + strings.Join(kept, "&"))
+		}
+	}
+	if !had {
+		return dsn, false, true
+	}
+	return b.String(), true, true
+}
+
+// Redact returns dsn without its passwords, as Describe shows it, for
+// messages about a ledger that may not have been opened.
+func Redact(dsn string) string { return redactDSN(dsn) }
+
+// redactDSN returns dsn without its passwords, for messages and Describe.
+func redactDSN(dsn string) string {
+	if clean, _, ok := WithoutPassword(dsn); ok {
+		return clean
+	}
+	if isURL(dsn) {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparsable)"
+	}
+	return "(unparsable connection string)"
+}
+
+// dsnSetting returns the value dsn gives key (a URL's query parameter, or
+// a keyword), and whether it gives one.
+func dsnSetting(dsn, key string) (string, bool) {
+	if isURL(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil || !u.Query().Has(key) {
+			return "", false
+		}
+		return u.Query().Get(key), true
+	}
+	pairs, _ := parseKeywordValue(dsn)
+	val, found := "", false
+	for _, p := range pairs {
+		if p.key == key {
+			val, found = p.val, true // the last one counts, as in libpq
+		}
+	}
+	return val, found
+}
+
+// badURLChars reports whether the user info of a URL dsn holds a
+// character that must be percent-encoded there ('@', '/', '?', '#', or a
+// '%' that starts no escape): the usual reason a URL with a password does
+// not parse, or names a host that is part of the password.
+func badURLChars(dsn string) bool {
+	if !isURL(dsn) {
+		return false
+	}
+	_, rest, _ := strings.Cut(dsn, "://")
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return false
+	}
+	info := rest[:at]
+	if !strings.Contains(info, ":") {
+		return false
+	}
+	if strings.ContainsAny(info, "@/?#[]") {
+		return true
+	}
+	_, err := url.PathUnescape(info)
+	return err != nil
+}
+
+// encodeHint is the hint for a URL whose user info needs percent-encoding.
+const encodeHint = "percent-encode special characters in the password (@ as %40, / as %2F, ? as %3F, # as %23, % as %25), or give the password in PGPASSWORD or a PGPASSFILE"
+
+// parseConfig parses dsn as pgx does, with idem's account of what is
+// wrong, and without a password from a password file libpq would ignore
+// (ignored names it).
+func parseConfig(dsn, desc string) (cfg *pgxpool.Config, ignored string, err error) {
+	if _, _, ok := WithoutPassword(dsn); !ok && isURL(dsn) {
+		return nil, "", &ledger.StoreError{Op: "open", Path: desc,
+			Err:  fmt.Errorf("invalid PostgreSQL DSN: an '@' after the host (an unencoded character in the password?)"),
+			Hint: encodeHint}
+	}
+	cfg, err = pgxpool.ParseConfig(dsn)
+	if err != nil {
+		se := &ledger.StoreError{Op: "open", Path: desc, Err: parseError(err),
+			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
+		switch {
+		case badURLChars(dsn):
+			se.Hint = encodeHint
+		case strings.Contains(err.Error(), "failed to configure TLS"):
+			se.Hint = "check sslmode, sslrootcert, sslcert and sslkey in the DSN (or PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY)"
+		}
+		return nil, "", se
+	}
+	if path := insecurePassfile(dsn); path != "" {
+		cfg.ConnConfig.Password = ""
+		ignored = path
+	}
+	return cfg, ignored, nil
+}
+
+// insecurePassfile returns the password file libpq would read for dsn
+// and ignore because its group or others may use it (libpq wants 0600 or
+// less), or "". A password in the DSN, PGPASSWORD or a service file means
+// no password file is read.
+func insecurePassfile(dsn string) string {
+	if _, had, _ := WithoutPassword(dsn); had || os.Getenv("PGPASSWORD") != "" || os.Getenv("PGSERVICE") != "" {
+		return ""
+	}
+	if _, ok := dsnSetting(dsn, "service"); ok {
+		return ""
+	}
+	path, ok := dsnSetting(dsn, "passfile")
+	if !ok {
+		path = os.Getenv("PGPASSFILE")
+	}
+	if path == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		path = filepath.Join(home, ".pgpass")
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	return path
+}
+
+// passfileWarning says why a password file is ignored.
+func passfileWarning(path string) string {
+	return fmt.Sprintf("password file %s is ignored, as libpq ignores it: its group or others may use it (chmod 0600 %s)", path, path)
+}
+
+// parseError keeps the reason a DSN was refused without quoting the DSN:
+// pgx's own message quotes it (its redaction is best effort) and a URL
+// error quotes it whole, password included. The reasons TLS settings fail
+// (a file that cannot be read, an invalid sslmode) name no secret and are
+// kept.
+func parseError(err error) error {
+	reason := ""
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		msg := pe.Error()
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			reason = msg[i+3:]
+		}
+		if inner := errors.Unwrap(pe); inner != nil {
+			reason = strings.TrimSuffix(reason, " ("+inner.Error()+")")
+			if reason == "failed to configure TLS" {
+				reason += ": " + inner.Error()
+			}
+		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		reason = strings.TrimPrefix(reason+": ", ": ") + ue.Err.Error()
+	}
+	if reason == "" {
+		return errors.New("invalid PostgreSQL DSN")
+	}
+	return fmt.Errorf("invalid PostgreSQL DSN: %s", reason)
+}
+
+// connectError explains a failed connection by the host it tried, in one
+// line; the password never appears (pgx's messages quote only user and
+// database).
+func (p *Ledger) connectError(err error) error {
+	se := &ledger.StoreError{Op: "connect", Path: p.desc}
+	var (
+		pe       *pgconn.PgError
+		hostname x509.HostnameError
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &pe):
+		se.Err = &refusedError{addr: p.addr, pe: pe}
+		switch pe.Code {
+		case "28P01", "28000":
+			se.Hint = "check the user and password (in PGPASSWORD, a PGPASSFILE or the DSN) and pg_hba.conf"
+			if p.passfile != "" {
+				se.Hint = passfileWarning(p.passfile)
+			}
+		case "3D000":
+			se.Hint = "create the database, or name an existing one in the DSN"
+		case "53300":
+			se.Hint = "the server has too many connections; retry, or raise max_connections"
+		default:
+			se.Hint = "check the DSN, and that PostgreSQL accepts this role and database from this host"
+		}
+	case errors.As(err, &hostname):
+		se.Err = fmt.Errorf("the certificate of PostgreSQL at %s is not valid for %s: %s", p.addr, hostname.Host, hostname.Error())
+		se.Hint = "with sslmode=verify-full, name the server by a host name its certificate holds (not an IP address it does not list), or use sslmode=verify-ca"
+	case errors.As(err, &unknown), errors.As(err, &invalid):
+		se.Err = fmt.Errorf("cannot verify the certificate of PostgreSQL at %s: %s", p.addr, cause(err))
+		se.Hint = "set sslrootcert (or PGSSLROOTCERT) to the CA certificate that signed the server's"
+	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
+		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
+		se.Hint = "check the host and port, that a firewall lets this host through, and that the server (or pooler) answers; connect_timeout in the DSN or PGCONNECT_TIMEOUT sets the wait"
+	default:
+		msg := cause(err)
+		switch {
+		case strings.Contains(p.addr, "@"):
+			se.Hint = encodeHint
+		case strings.Contains(msg, "password") && p.passfile != "":
+			se.Hint = passfileWarning(p.passfile)
+		case strings.Contains(msg, "password"):
+			se.Hint = "give the password in PGPASSWORD, a PGPASSFILE or the DSN"
+		default:
+			se.Hint = "check that PostgreSQL is running and accepts connections at that address"
+		}
+		se.Err = fmt.Errorf("cannot connect to PostgreSQL at %s: %s", p.addr, msg)
+	}
+	return se
+}
+
+// refusedError is the server's refusal of a connection, which AuthFailed
+// recognises.
+type refusedError struct {
+	addr string
+	pe   *pgconn.PgError
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("PostgreSQL at %s refused the connection: %s", e.addr, e.pe.Message)
+}
+
+func (e *refusedError) Unwrap() error { return e.pe }
+
+// AuthFailed reports whether err is the server refusing the login: a
+// wrong or missing password, or no pg_hba.conf entry for it.
+func AuthFailed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000")
+}
+
+// cause names why a connection failed in a few words ("connection
+// refused", "no such host") rather than pgx's account of every layer, on
+// one line.
+func cause(err error) string {
+	var (
+		errno syscall.Errno
+		dns   *net.DNSError
+		op    *net.OpError
+	)
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &dns):
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	case errors.As(err, &op):
+		return op.Err.Error()
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return strings.Join(strings.Fields(err.Error()), " ")
+		}
+		err = next
+	}
+}
+
+// Warnings says what the caller should tell the user about how the ledger
+// was opened: a password file that was ignored.
+func (p *Ledger) Warnings() []string {
+	if p.passfile == "" {
+		return nil
+	}
+	return []string{passfileWarning(p.passfile)}
+}
