@@ -450,7 +450,9 @@ func (p *Ledger) connectError(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		se.Err = &refusedError{addr: p.addr, pe: pe}
-		switch pe.Code {
+		switch refusalCode(pe) {
+		case "startup":
+			se.Hint = "remove that parameter from the DSN: a pooler such as PgBouncer passes no start-up parameter on to the server"
 		case "28P01", "28000":
 			se.Hint = "check the user and password (in PGPASSWORD, a PGPASSFILE or the DSN) and pg_hba.conf"
 			if p.passfile != "" {
@@ -506,7 +508,34 @@ func (e *refusedError) Unwrap() error { return e.pe }
 // wrong or missing password, or no pg_hba.conf entry for it.
 func AuthFailed(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	code := refusalCode(pe)
+	return code == "28P01" || code == "28000"
+}
+
+// refusalCode is the SQLSTATE of a refused connection as PostgreSQL would
+// give it, or "startup" for a start-up parameter refused. A pooler
+// (PgBouncer) refuses with protocol_violation (08P01) whatever the reason,
+// and the reason only in its message, which it words as PostgreSQL does
+// for a missing database and as its own for the rest.
+func refusalCode(pe *pgconn.PgError) string {
+	if pe.Code != "08P01" {
+		return pe.Code
+	}
+	msg := pe.Message
+	switch {
+	case strings.HasPrefix(msg, "unsupported startup parameter"):
+		return "startup"
+	case strings.Contains(msg, "authentication failed"), strings.HasPrefix(msg, "no such user"):
+		return "28P01"
+	case strings.HasPrefix(msg, "no such database"), strings.HasPrefix(msg, "database ") && strings.HasSuffix(msg, "does not exist"):
+		return "3D000"
+	case strings.HasPrefix(msg, "no more connections allowed"):
+		return "53300"
+	}
+	return pe.Code
 }
 
 // cause names why a connection failed in a few words ("connection

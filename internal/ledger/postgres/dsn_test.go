@@ -13,8 +13,10 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
 )
 
 func TestIsDSN(t *testing.T) {
@@ -364,5 +367,39 @@ func TestInsecurePassfile(t *testing.T) {
 	}
 	if got, want := insecurePassfile(dsn), filepath.Join(dir, ".pgpass"); got != want {
 		t.Errorf("~/.pgpass at %o: insecurePassfile = %q, want %q", 0o644, got, want)
+	}
+}
+
+// Through PgBouncer a refused login, a missing database and a start-up
+// parameter come as protocol violations (08P01) with the reason in words:
+// the hints are those of a direct connection.
+func TestPoolerRefusals(t *testing.T) {
+	base, err := url.Parse(ledgertest.PgBouncerDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := base.User.Username()
+	for _, tc := range []struct {
+		name, hint string
+		edit       func(u *url.URL)
+	}{
+		{"wrong password", "check the user and password", func(u *url.URL) { u.User = url.UserPassword(user, "Wr0ngPw") }},
+		// A fresh name each time: PgBouncer answers a database it failed to
+		// log in to moments ago by waiting (server_login_retry).
+		{"no such database", "create the database", func(u *url.URL) { u.Path = "/idem_no_such_db_" + strconv.FormatInt(time.Now().UnixNano(), 36) }},
+		{"start-up parameter", "remove that parameter", func(u *url.URL) {
+			q := u.Query()
+			q.Set("search_path", "x")
+			u.RawQuery = q.Encode()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := *base
+			tc.edit(&u)
+			se := openErr(t, u.String(), "Wr0ngPw")
+			if !strings.HasPrefix(se.Hint, tc.hint) {
+				t.Errorf("error %q, hint %q: want a hint starting %q", se.Err, se.Hint, tc.hint)
+			}
+		})
 	}
 }
