@@ -305,3 +305,17 @@ func TestSchemaSQLMatchesMigrations(t *testing.T) {
 
 func metaOf(t *testing.T, schema string) int   { v, _ := metaVersions(t, schema); return v }
 func compatOf(t *testing.T, schema string) int { _, c := metaVersions(t, schema); return c }
+
+// A URL's synchronous_commit is applied per transaction, not sent as a
+// start-up parameter: it works through PgBouncer.
+func TestPgBouncerSynchronousCommitParam(t *testing.T) {
+	u, err := url.Parse(ledgertest.PgBouncerDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("synchronous_commit", "remote_write")
+	u.RawQuery = q.Encode()
+	l := openLedger(t, u.String(), freshSchema(t))
+	runOnce(t, l, "evt:sync-param:1", []byte("ok\n"))
+}

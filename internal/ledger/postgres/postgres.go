@@ -165,10 +165,12 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	// count lost with the server costs nothing of the kind, so those
 	// commit asynchronously (set for their own transaction too). A DSN
 	// that sets synchronous_commit itself gets exactly what it says,
-	// everywhere.
+	// everywhere: per transaction too, not as a start-up parameter, which
+	// a pooler refuses.
 	syncCommit, asyncCommit := "on", "off"
 	if v, ok := getParam(params, "synchronous_commit"); ok {
 		syncCommit, asyncCommit = v, v
+		delParam(params, "synchronous_commit")
 	}
 	// One round trip per statement (no named prepared statements, which a
 	// short-lived idem would prepare once and never use again), unless the
@@ -204,12 +206,16 @@ func getParam(params map[string]string, name string) (string, bool) {
 }
 
 func setParam(params map[string]string, name, value string) {
+	delParam(params, name)
+	params[name] = value
+}
+
+func delParam(params map[string]string, name string) {
 	for k := range params {
 		if strings.EqualFold(k, name) {
 			delete(params, k)
 		}
 	}
-	params[name] = value
 }
 
 // dsnSets reports whether the DSN names the parameter.
