@@ -319,3 +319,12 @@ func TestPgBouncerSynchronousCommitParam(t *testing.T) {
 	l := openLedger(t, u.String(), freshSchema(t))
 	runOnce(t, l, "evt:sync-param:1", []byte("ok\n"))
 }
+
+// Granting to a role that does not exist says to create it first.
+func TestApplyGrantUnknownRole(t *testing.T) {
+	_, err := postgres.Apply(context.Background(), ledgertest.PostgresDSN(t), freshSchema(t), []string{"idem_no_such_role"})
+	var se *ledger.StoreError
+	if !errors.As(err, &se) || !strings.Contains(se.Hint, "create that role") {
+		t.Fatalf("Apply --grant idem_no_such_role: %v (hint %q), want a *StoreError saying to create the role", err, hintOf(err))
+	}
+}

@@ -505,6 +505,8 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 		se.Hint = "check that PostgreSQL is running and reachable from this host"
 	case pe.Code == "42501":
 		se.Hint = fmt.Sprintf("grant this role the use of the ledger in schema %q: 'idem schema --grant ROLE' prints the grants", p.schema)
+	case pe.Code == "42704": // undefined object: only a role is named by the user
+		se.Hint = "create that role first (CREATE ROLE NAME LOGIN), or name an existing one"
 	case pe.Code == "25006":
 		se.Hint = "point --ledger at the primary server, not a read-only standby"
 	case pe.Code == "53100":
