@@ -117,6 +117,12 @@ func (o *purgeOptions) selector() (ledger.Selector, error) {
 	return sel, nil
 }
 
+// vacuumChecker is a ledger that can tell beforehand whether this caller
+// may compact it (PostgreSQL: only the tables' owner may).
+type vacuumChecker interface {
+	CheckVacuum(ctx context.Context) error
+}
+
 func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	sel, err := o.selector()
 	if err != nil {
@@ -134,6 +140,12 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	defer l.Close()
 	u := a.ui
 	where := l.Describe()
+	if c, ok := l.(vacuumChecker); ok && o.vacuum {
+		// Refused before anything is removed, not after.
+		if err := c.CheckVacuum(ctx); err != nil {
+			return err
+		}
+	}
 	res, err := l.Purge(ctx, ledger.PurgeRequest{Selector: sel, Force: o.force, DryRun: o.dryRun})
 	if err != nil {
 		if res != nil && res.Removed > 0 {

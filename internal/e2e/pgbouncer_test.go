@@ -189,7 +189,10 @@ func TestPostgresRuntimeRoleThroughPgBouncer(t *testing.T) {
 	wantExit(t, idemWith(t, runtime, nil, "run", "--key", "evt:runtime:1", "--", "echoargs", "once"), 0, "idem: replayed evt:runtime:1")
 	wantExit(t, idemWith(t, runtime, nil, "inspect", "evt:runtime:1"), 0, "")
 	wantExit(t, idemWith(t, runtime, nil, "purge", "evt:runtime:1"), 0, "removed 1 record")
+	// Compacting needs the owner: refused before anything is removed.
+	wantExit(t, idemWith(t, runtime, nil, "run", "--key", "evt:runtime:2", "--", "echoargs", "kept"), 0, "")
 	wantExit(t, idemWith(t, runtime, nil, "purge", "--all", "--vacuum"), 74, "only the owner of the ledger's tables may compact them")
+	wantExit(t, idemWith(t, runtime, nil, "inspect", "evt:runtime:2"), 0, "")
 }
 
 // IDEM_LEDGER_SCHEMA puts the ledger in a schema of that name, for every

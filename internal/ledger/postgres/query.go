@@ -316,6 +316,22 @@ func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[st
 // Vacuum implements Ledger: VACUUM FULL rewrites the ledger's tables and
 // gives their free space back. It holds an exclusive lock on them while it
 // runs (runs wait for it), and needs the tables' owner (the role that
+// CheckVacuum returns the error Vacuum would give for a role that does
+// not own the ledger's tables (VACUUM skips those with a mere warning),
+// so that purge --vacuum refuses before it removes anything.
+func (p *Ledger) CheckVacuum(ctx context.Context) error {
+	var owner bool
+	if err := p.pool.QueryRow(ctx, p.q(`SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
+		WHERE oid IN ('{schema}.records'::regclass, '{schema}.attempts'::regclass)`)).Scan(&owner); err != nil {
+		return p.wrap("compact", err)
+	}
+	if !owner {
+		return &ledger.StoreError{Op: "compact", Path: p.desc, Err: errors.New("only the owner of the ledger's tables may compact them"),
+			Hint: "run it as the role that created the ledger's schema, or purge without --vacuum"}
+	}
+	return nil
+}
+
 // created the schema).
 func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {
@@ -331,15 +347,8 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	if r.Before, err = size(); err != nil {
 		return nil, p.wrap("compact", err)
 	}
-	// VACUUM skips, with a mere warning, tables the role does not own.
-	var owner bool
-	if err := p.pool.QueryRow(ctx, p.q(`SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
-		WHERE oid IN ('{schema}.records'::regclass, '{schema}.attempts'::regclass)`)).Scan(&owner); err != nil {
-		return nil, p.wrap("compact", err)
-	}
-	if !owner {
-		return nil, &ledger.StoreError{Op: "compact", Path: p.desc, Err: errors.New("only the owner of the ledger's tables may compact them"),
-			Hint: "run it as the role that created the ledger's schema"}
+	if err := p.CheckVacuum(ctx); err != nil {
+		return nil, err
 	}
 	if err := p.do(ctx, "compact", func() error {
 		_, err := p.pool.Exec(ctx, p.q(`VACUUM (FULL, ANALYZE) {schema}.records, {schema}.attempts`))
