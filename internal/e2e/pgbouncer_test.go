@@ -228,3 +228,27 @@ func TestPostgresLedgerSchemaVar(t *testing.T) {
 	wantExit(t, idemWith(t, dsn, nil, "schema", "--grant", ""), 64, "--grant is empty")
 	wantExit(t, idemWith(t, t.TempDir()+"/ledger.db", nil, "schema", "--apply"), 64, "idem schema --apply is for a PostgreSQL ledger")
 }
+
+// A host that forgot the fleet's IDEM_LEDGER_SCHEMA does not start a
+// second ledger beside the fleet's (the same key would run twice): it is
+// refused, told the schema to use, and nothing is created; a second ledger
+// is made only on purpose, with 'idem schema --apply'.
+func TestPostgresNoSecondLedgerUnasked(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	staging := []string{"IDEM_LEDGER_SCHEMA=staging_fleet"}
+	wantExit(t, idemWith(t, dsn, staging, "run", "--key", "evt:beside:1", "--", "echoargs", "once"), 0, "")
+	p := idemWith(t, dsn, nil, "run", "--key", "evt:beside:1", "--", "echoargs", "twice")
+	wantExit(t, p, 74, `this database holds one in schema "staging_fleet"`)
+	if !strings.Contains(p.stderr, "idem: hint: this database's ledger is in schema \"staging_fleet\": set IDEM_LEDGER_SCHEMA=staging_fleet") || p.stdout != "" {
+		t.Fatalf("%v: want the fleet's schema named, and the command not run", p)
+	}
+	if c := schemaCount(t, db); c != 0 {
+		t.Fatal("the refused run created schema idem")
+	}
+	wantExit(t, idemWith(t, dsn, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
+	p = idemWith(t, dsn, nil, "run", "--key", "evt:beside:1", "--", "echoargs", "second ledger")
+	wantExit(t, p, 0, "")
+	if p.stdout != "second ledger\n" {
+		t.Fatalf("%v", p)
+	}
+}

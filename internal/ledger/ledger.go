@@ -400,6 +400,12 @@ type Options struct {
 	// Schema is the PostgreSQL schema that holds the ledger ("": idem's
 	// default, idem). SQLite ignores it.
 	Schema string
+	// Beside creates a ledger even where another one lives beside it (in
+	// another schema of the PostgreSQL database), as asked for explicitly
+	// ('idem schema --apply'). Without it such a creation is refused: a
+	// host with a forgotten IDEM_LEDGER_SCHEMA would otherwise start a
+	// second ledger and split its fleet. SQLite ignores it.
+	Beside bool
 }
 
 // ErrNoLedger is returned, wrapped in a *StoreError, by a read-only open

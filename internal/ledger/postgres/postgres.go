@@ -83,6 +83,9 @@ type Ledger struct {
 	syncCommit, asyncCommit string
 	// passfile is a password file ignored for its permissions ("": none).
 	passfile string
+	// beside: create the ledger even beside another schema's
+	// (ledger.Options.Beside).
+	beside bool
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
@@ -184,7 +187,7 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Ledger{pool: pool, schema: schema, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
+	p := &Ledger{pool: pool, schema: schema, beside: opts.Beside, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
 		syncCommit: syncCommit, asyncCommit: asyncCommit, passfile: passfile}
 	if err := p.checkSchema(ctx, migrations, opts); err != nil {
 		pool.Close()
@@ -273,7 +276,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
 		if sqlState(err) == "42501" {
-			return p.privilegeErr(stored.Write, len(migrations), err)
+			return p.privilegeErr(ctx, stored.Write, len(migrations), err)
 		}
 		return err
 	}
@@ -304,7 +307,7 @@ func (p *Ledger) schemaErr(err error) error {
 // privilegeErr says that the ledger's schema needs creating or migrating
 // and this role may not: a runtime role with the documented grants, whose
 // schema its owner applies.
-func (p *Ledger) privilegeErr(stored, known int, err error) error {
+func (p *Ledger) privilegeErr(ctx context.Context, stored, known int, err error) error {
 	var pe *pgconn.PgError
 	why := ""
 	if errors.As(err, &pe) {
@@ -314,10 +317,49 @@ func (p *Ledger) privilegeErr(stored, known int, err error) error {
 		Hint: "have the ledger's owner run 'idem schema --apply --grant ROLE' with this idem's version (or print the SQL with 'idem schema')"}
 	if stored == 0 {
 		se.Err = fmt.Errorf("schema %q has no ledger, and this role may not create one%s", p.schema, why)
+		if others, err := otherLedgers(ctx, p.pool, p.schema); err == nil && len(others) > 0 {
+			se.Hint = besideHint(others)
+		}
 	} else {
 		se.Err = fmt.Errorf("the ledger in schema %q is at v%d, this idem needs v%d, and this role may not migrate it%s", p.schema, stored, known, why)
 	}
 	return se
+}
+
+// otherLedgers names the schemas of the database, other than schema,
+// that hold an idem ledger (from the catalog, which every role may read).
+func otherLedgers(ctx context.Context, q queryer, schema string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname FROM pg_namespace n WHERE n.nspname <> $1
+		AND (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid AND c.relkind = 'r'
+			AND c.relname IN ('meta', 'records', 'attempts')) = 3
+		ORDER BY 1`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// besideHint points a host at the ledger that is there already.
+func besideHint(others []string) string {
+	return fmt.Sprintf("this database's ledger is in schema %q: set IDEM_LEDGER_SCHEMA=%s as its other hosts do (a second ledger is made only on purpose, with 'idem schema --apply')",
+		others[0], others[0])
+}
+
+// refuseBeside refuses to create a ledger in a database that holds one in
+// another schema unless asked to (ledger.Options.Beside).
+func (p *Ledger) refuseBeside(ctx context.Context, tx pgx.Tx) error {
+	others, err := otherLedgers(ctx, tx, p.schema)
+	if err != nil || len(others) == 0 {
+		return err
+	}
+	return &ledger.StoreError{Op: "open", Path: p.desc,
+		Err:  fmt.Errorf("schema %q has no ledger, and this database holds one in schema %q: idem creates no second ledger beside it unasked", p.schema, others[0]),
+		Hint: besideHint(others)}
 }
 
 // migrate creates or upgrades the schema in one transaction under an
@@ -348,6 +390,11 @@ func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) err
 		}
 		if len(pending) == 0 {
 			return nil // another host got here first
+		}
+		if stored.Write == 0 && !p.beside {
+			if err := p.refuseBeside(ctx, tx); err != nil {
+				return err
+			}
 		}
 		if stored.Write == 0 {
 			if err := p.createSchema(ctx, tx, hasSchema); err != nil {

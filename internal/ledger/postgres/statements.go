@@ -96,7 +96,7 @@ type Applied struct {
 // empty) as the connecting role, as a run does, then grants each of roles
 // RuntimeGrants. Errors are *ledger.StoreError.
 func Apply(ctx context.Context, dsn, schema string, roles []string) (*Applied, error) {
-	l, err := OpenWith(ctx, dsn, ledger.Options{Schema: schema})
+	l, err := OpenWith(ctx, dsn, ledger.Options{Schema: schema, Beside: true})
 	if err != nil {
 		return nil, err
 	}
