@@ -80,6 +80,9 @@ type Ledger struct {
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
+	// clockOffset is the server's clock less this host's, measured at
+	// open (ServerNow).
+	clockOffset time.Duration
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
@@ -159,6 +162,10 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
 	p := &Ledger{pool: pool, schema: schema, desc: desc, addr: hostAddr(&cc.Config), syncCommit: syncCommit}
+	if err := p.connect(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := p.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		pool.Close()
 		return nil, err
@@ -267,7 +274,8 @@ const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
 	var stored ledger.SchemaVersions
 	var created int64
-	err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created)
+	var clock serverClock
+	err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, identitySQL) }, &stored.Write, &stored.Compat, &created)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -279,23 +287,24 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return p.schemaErr(err)
 	}
 	if len(pending) == 0 {
-		p.id = ledger.MakeIdentity("postgres", uint64(created))
+		p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
 		return nil
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
 		return err
 	}
-	if err := p.pool.QueryRow(ctx, identitySQL).Scan(&stored.Write, &stored.Compat, &created); err != nil {
+	if err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, identitySQL) }, &stored.Write, &stored.Compat, &created); err != nil {
 		return p.wrap("open", err)
 	}
-	p.id = ledger.MakeIdentity("postgres", uint64(created))
+	p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
 	return nil
 }
 
 // identitySQL is versionsSQL with the ledger's creation time, from which
-// its identity is derived (one round trip at open, as before).
+// its identity is derived, and the server's clock (one round trip at open,
+// as before).
 const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
-	(extract(epoch FROM created) * 1000000)::bigint FROM meta m`
+	(extract(epoch FROM created) * 1000000)::bigint, clock_timestamp() FROM meta m`
 
 // Identity is the ledger's identity: the same for every host and every
 // spelling of the DSN, different for another database or schema (see
