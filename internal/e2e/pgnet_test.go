@@ -34,15 +34,23 @@ func pgProcOn(t *testing.T, bin, dsn, host, dir string, args ...string) *process
 	return start(t, c)
 }
 
-// waitFile waits for path to hold a line and returns its fields.
+// waitFileFields waits for path to hold a line and returns its fields.
 func waitFileFields(t *testing.T, path string, within time.Duration) []string {
 	t.Helper()
+	f := waitFileFieldsOr(path, within)
+	if f == nil {
+		t.Fatalf("%s never appeared", path)
+	}
+	return f
+}
+
+// waitFileFieldsOr is waitFileFields, nil when the file never appeared.
+func waitFileFieldsOr(path string, within time.Duration) []string {
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
 			return strings.Fields(string(b))
 		}
 	}
-	t.Fatalf("%s never appeared", path)
 	return nil
 }
 
@@ -107,11 +115,12 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 	via := *u
 	via.Host = proxyAddr
 	const key = "frozen:path:1"
-	aBeat, bBeat := filepath.Join(dir, "a.beat"), filepath.Join(dir, "b.beat")
+	aBeat, bBeat := filepath.Join(dir, "host-a.beat"), filepath.Join(dir, "host-b.beat")
 	// The child leaves IDEM_RUN behind: host B must not find it by its
 	// environment (on another host it could not), only the lease counts.
-	child := func(beat string) []string {
-		return []string{"sh", "-c", `beat=$0; unset IDEM_RUN; exec heartbeat "$beat"`, beat}
+	// One command for both hosts (one fingerprint): its host names its file.
+	child := func(string) []string {
+		return []string{"sh", "-c", `unset IDEM_RUN; exec heartbeat "$IDEM_TESTONLY_HOST.beat"`}
 	}
 	a := pgProcOn(t, fleetIdem(t), via.String(), "host-a", dir,
 		append([]string{"run", "--key", key, "--lease", "6s", "--"}, child(aBeat)...)...)
@@ -158,7 +167,11 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 	if a.wait().code != 74 || !strings.Contains(a.stderr, "the command was stopped") {
 		t.Errorf("host A: %v; want exit 74, the command stopped", a)
 	}
-	fb := waitFileFields(t, bBeat, 60*time.Second)
+	fb := waitFileFieldsOr(bBeat, 60*time.Second)
+	if fb == nil {
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		t.Fatalf("host B's child never started: %v", b.wait())
+	}
 	bStart, _ := strconv.ParseInt(fb[1], 10, 64)
 	if !time.Unix(0, bStart).After(aDied) || !time.Unix(0, bStart).After(expires) {
 		t.Errorf("B's child started at %s; A's died by %s, its lease expired at %s",

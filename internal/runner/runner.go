@@ -272,7 +272,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		deadline = started.Add(o.Deadline)
 	}
 	probe.At("before-reserve")
-	resv, err := r.reserve(ctx, o, started, deadline)
+	resv, reservedAt, err := r.reserve(ctx, o, started, deadline)
 	if o.Wait {
 		o.progress(Event{Kind: EventResume})
 	}
@@ -304,7 +304,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, &BusyError{Record: resv.Record}
 	}
 	inv := &invocation{r: r, o: o, started: started, deadline: deadline, token: resv.Token, n: resv.Attempt,
-		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
+		attemptID: resv.AttemptID, leaseUntil: reservedAt.Add(o.Lease),
 		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
 		ledgerID: ledger.Identity(r.Ledger)}
 	if resv.Abandoned != nil {
@@ -324,8 +324,9 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 
 // reserve asks the ledger for the key; with --wait it polls, with backoff
 // and without writing, while a live owner holds it, and asks again once the
-// holder looks done (finished, lease expired, or dead on this host).
-func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, error) {
+// holder looks done (finished, lease expired, or dead on this host). It
+// returns when the last request was sent: the lease runs from then.
+func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, time.Time, error) {
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
@@ -369,18 +370,19 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 	poll := 0
 	for {
 		var resv *ledger.Reservation
+		sent := r.Clock.Now()
 		err := call(func(cctx context.Context) (err error) {
 			resv, err = r.Ledger.Reserve(cctx, req)
 			return err
 		})
 		if err != nil || resv.Outcome != ledger.Busy || !o.Wait {
-			return resv, err
+			return resv, sent, err
 		}
 		holder = resv.Record
 		for {
 			now := r.Clock.Now()
 			if !giveUp.IsZero() && !now.Before(giveUp) {
-				return nil, &WaitTimeoutError{Key: o.Key, Record: holder, Waited: now.Sub(started), Deadline: byDeadline}
+				return nil, now, &WaitTimeoutError{Key: o.Key, Record: holder, Waited: now.Sub(started), Deadline: byDeadline}
 			}
 			poll++
 			d := waitPolicy().Delay(poll, r.Rand)
@@ -392,9 +394,9 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			select {
 			case <-r.Clock.After(d):
 			case s := <-r.Signals:
-				return nil, &InterruptedError{Key: o.Key, Signal: toSignal(s), Waiting: true}
+				return nil, now, &InterruptedError{Key: o.Key, Signal: toSignal(s), Waiting: true}
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, now, ctx.Err()
 			}
 			var rec *ledger.Record
 			err := call(func(cctx context.Context) (err error) {
@@ -405,14 +407,14 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, now, err
 			}
 			// The record's times are the ledger's: judged by its clock.
 			now = r.ledgerNow()
 			if final(rec, o) && rec.Expired(now) {
 				// The outcome waited for has expired already (a very
 				// short --ttl): replay it rather than run again.
-				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, now, nil
 			}
 			if !rec.Live(now, r.Host.OwnerDead) {
 				break
