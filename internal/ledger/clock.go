@@ -18,3 +18,10 @@ func NowOf(l Ledger) time.Time {
 	}
 	return time.Now()
 }
+
+// Idler is implemented by a ledger that holds server connections: Idle
+// closes those not in use, so that a long job does not keep a server's
+// connection while its command runs (the next call connects again).
+type Idler interface {
+	Idle()
+}

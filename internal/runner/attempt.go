@@ -72,6 +72,11 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		stopAt = r.Clock.After(limit)
 	}
 	renew := r.Clock.After(renewEvery(o.Lease))
+	// A command that runs for more than idleAfter gives its server
+	// connection back, here and after every renewal: a fleet's long jobs
+	// do not use up the server's connections (a short command keeps it,
+	// and records its outcome without connecting again).
+	idle := r.Clock.After(idleAfter)
 	inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	// The lease watchdog: renewals run off this loop, so that a ledger
 	// call that does not return (a held lock, a hung network) cannot keep
@@ -164,6 +169,9 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		case <-killAt:
 			killAt = nil
 			c.signal(syscall.SIGKILL)
+		case <-idle:
+			idle = nil
+			inv.idle()
 		case <-renew:
 			renew = nil
 			startRenewal(inv.watchdogAt())
@@ -187,6 +195,9 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			}
 			renew = r.Clock.After(next)
 			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
+			if idle == nil {
+				inv.idle()
+			}
 		case <-watchdog:
 			watchdog = nil
 			// Why the renewals failed until now, even when another one is
@@ -203,6 +214,17 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 				startRenewal(r.Clock.Now())
 			}
 		}
+	}
+}
+
+// idleAfter is how long a command runs before idem gives back its
+// ledger's idle server connections (ledger.Idler).
+const idleAfter = time.Second
+
+// idle gives back the ledger's idle server connections, if it has any.
+func (inv *invocation) idle() {
+	if l, ok := inv.r.Ledger.(ledger.Idler); ok {
+		l.Idle()
 	}
 }
 

@@ -112,3 +112,13 @@ func (p *Ledger) connect(ctx context.Context) error {
 	}
 	return p.wrap("open", err)
 }
+
+// Idle implements ledger.Idler: it closes the pool's idle connections.
+func (p *Ledger) Idle() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, c := range p.pool.AcquireAllIdle(ctx) {
+		c.Conn().Close(ctx) // a closed connection leaves the pool on Release
+		c.Release()
+	}
+}

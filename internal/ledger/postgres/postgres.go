@@ -969,8 +969,16 @@ func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.syncCommit,
 		ledger.ReasonArg(tail), tail)
 	var se *ledger.StoreError
-	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
-		return nil
+	if errors.As(err, &se) {
+		// The re-read keeps the call's deadline, not its cancellation.
+		rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			rctx, cancel = context.WithDeadline(rctx, d)
+		}
+		defer cancel()
+		if req.Landed(getRecord(rctx, p.pool, req.Key, false)) {
+			return nil
+		}
 	}
 	return err
 }
