@@ -76,7 +76,10 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 	// connection back, here and after every renewal: a fleet's long jobs
 	// do not use up the server's connections (a short command keeps it,
 	// and records its outcome without connecting again).
-	idle := r.Clock.After(idleAfter)
+	var idle <-chan time.Time
+	if _, ok := r.Ledger.(ledger.Idler); ok {
+		idle = r.Clock.After(idleAfter)
+	}
 	inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	// The lease watchdog: renewals run off this loop, so that a ledger
 	// call that does not return (a held lock, a hung network) cannot keep
@@ -195,9 +198,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			}
 			renew = r.Clock.After(next)
 			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
-			if idle == nil {
-				inv.idle()
-			}
+			inv.idle() // past idleAfter, or about to be
 		case <-watchdog:
 			watchdog = nil
 			// Why the renewals failed until now, even when another one is
