@@ -141,7 +141,15 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		defer l.Close()
 		where = l.Describe()
 	}
+	// Ages and --since are on the clock that stamped the records (a
+	// PostgreSQL server's), not this host's.
 	now := time.Now()
+	if l != nil {
+		now = ledger.NowOf(l)
+		if o.since != "" {
+			f.Since, _ = parseSince(o.since, now) // checked above
+		}
+	}
 	each := func(fn func(*ledger.Record) error) error {
 		if l == nil {
 			return nil
@@ -224,7 +232,7 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := ledger.NowOf(l) // the records' clock
 	if o.json {
 		d := detailJSON{recordJSON: toRecordJSON(r, now), StdoutBytes: len(r.Stdout), StderrBytes: len(r.Stderr),
 			History: make([]attemptJSON, len(hist)), StderrTail: stderrTailJSON(r, hist)}

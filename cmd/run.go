@@ -22,6 +22,7 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -40,6 +41,7 @@ type runOptions struct {
 	payload        string
 	payloadSet     bool
 	graceSet       bool // --kill-grace given: else it shrinks with a short --lease
+	leaseSet       bool // --lease given: else the ledger's kind chooses
 	payloadFile    string
 	fingerprintEnv []string
 	quiet          bool
@@ -68,6 +70,14 @@ which a later run finds and stops this run's processes), and fd 3, the
 key's run lock: a run of the key on this host does not start while a
 process keeps it open.
 
+Lease: while the command runs, idem renews its lease on the key; when the
+ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
+after --kill-grace) so that it is dead before the lease expires and another
+run may take the key. With the defaults, idem rides out a ledger outage of
+` + leaseTolerance() + `
+without stopping the command. Another host takes over a dead host's key only
+once its lease has expired.
+
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
 signal ignored by idem's parent (nohup) stays ignored.
@@ -93,6 +103,7 @@ build one from arbitrary parts with 'idem key'.`,
 			o.Argv = args
 			o.payloadSet = c.Flags().Changed("payload")
 			o.graceSet = c.Flags().Changed("kill-grace")
+			o.leaseSet = c.Flags().Changed("lease")
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
@@ -125,9 +136,11 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
 	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
 	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
-	f.Var(flagval.NewDuration(&o.KillGrace, 10*time.Second), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
+	f.Var(flagval.NewDuration(&o.KillGrace, runner.DefaultKillGrace), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
 	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
-	f.Var(flagval.NewDuration(&o.Lease, 30*time.Second), "lease", "lease on the key, renewed while idem lives")
+	f.Var(flagval.NewDuration(&o.Lease, runner.LocalLease), "lease", "lease on the key, renewed while idem lives (default "+
+		runner.LocalLease.String()+" for a ledger file, "+runner.SharedLease.String()+" for PostgreSQL)")
+	f.Lookup("lease").DefValue = "0" // the ledger's kind chooses: no "(default 30s)"
 	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
 	f.Var(flagval.NewDuration(&o.WaitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
 	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
@@ -143,8 +156,27 @@ build one from arbitrary parts with 'idem key'.`,
 	return c
 }
 
-// check validates flag values that their types cannot.
-func (o *runOptions) check() error {
+// leaseTolerance says which ledger outage a run with the default lease and
+// kill grace rides out, for each kind of ledger.
+func leaseTolerance() string {
+	shared, local := runner.SharedLease, runner.LocalLease
+	secs := func(d time.Duration) int { return int(d.Seconds()) }
+	return fmt.Sprintf("up to %ds on PostgreSQL (--lease %ds) and %ds on a ledger file (--lease %ds)",
+		secs(runner.Tolerance(shared, runner.DefaultGrace(shared))), secs(shared),
+		secs(runner.Tolerance(local, runner.DefaultGrace(local))), secs(local))
+}
+
+// sharedLedger reports whether the ledger is a PostgreSQL database rather
+// than a file on this host.
+func (a *app) sharedLedger() bool {
+	loc, err := a.ledgerPath()
+	return err == nil && postgres.IsDSN(loc.path)
+}
+
+// check validates flag values that their types cannot, and settles the
+// lease and kill grace: their defaults depend on whether the ledger is
+// shared (a PostgreSQL server) or a file on this host.
+func (o *runOptions) check(shared bool) error {
 	hint := "see 'idem run --help'"
 	switch {
 	case o.Key == "":
@@ -153,12 +185,6 @@ func (o *runOptions) check() error {
 		return usagef("idem run --key KEY -- COMMAND [ARG...]", "no command to run")
 	case o.MaxAttempts < 1 || o.MaxAttempts > 1_000_000:
 		return usagef(hint, "--max-attempts must be 1-1000000 (got %d)", o.MaxAttempts)
-	case o.Lease < time.Second:
-		return usagef(hint, "--lease must be at least 1s (got %s)", o.Lease)
-	case o.graceSet && 2*o.KillGrace >= o.Lease:
-		return usagef("give a --kill-grace under half the --lease, or a longer --lease",
-			"--kill-grace %s leaves no margin in --lease %s: a command that must be stopped (its lease cannot be renewed) has to be dead before the lease expires",
-			o.KillGrace, o.Lease)
 	case o.MaxOutput < 0:
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
@@ -170,9 +196,21 @@ func (o *runOptions) check() error {
 	case o.payloadFile == "-":
 		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
 	}
+	if !o.leaseSet {
+		o.Lease = runner.LocalLease
+		if shared {
+			o.Lease = runner.SharedLease
+		}
+	}
 	if !o.graceSet {
-		// The default grace fits any lease: at most a quarter of it.
-		o.KillGrace = min(o.KillGrace, o.Lease/4)
+		o.KillGrace = runner.DefaultGrace(o.Lease)
+	}
+	if err := runner.CheckLease(o.Lease, o.KillGrace); err != nil {
+		h := "give a --kill-grace under half the --lease, or a longer --lease"
+		if o.Lease < time.Second {
+			h = hint
+		}
+		return usagef(h, "%v", err)
 	}
 	if err := key.Validate(o.Key); err != nil {
 		return usagef("build a valid key with: idem key PART...", "%v", err)
@@ -191,7 +229,7 @@ func (o *runOptions) check() error {
 // runRun runs one invocation and returns the runner's result and the code
 // idem exits with, or the error that stopped it.
 func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, error) {
-	if err := o.check(); err != nil {
+	if err := o.check(a.sharedLedger()); err != nil {
 		return nil, 0, err
 	}
 	if outer, ok := lookupEnv(a.environ, "IDEM_KEY"); ok && outer == o.Key {
@@ -260,7 +298,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	probe.At("signals")
 
-	l, err := a.openLedger(ctx)
+	l, err := a.openRunLedger(ctx, o.Deadline)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -283,25 +321,44 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
 	res, err := r.Run(ctx, ro)
 	if err != nil {
-		return nil, 0, runError(err, ro)
+		return nil, 0, runError(err, ro, ledger.NowOf(l))
 	}
 	for _, w := range res.Warnings {
 		u.warnf("%s", w)
 	}
-	render(a, u, res)
+	render(a, u, res, ledger.NowOf(l))
 	return res, res.Exit(), nil
 }
 
+// openRunLedger opens the ledger within --deadline (connecting to a
+// server is retried while its failures may pass): a deadline that passes
+// first is the deadline's error, exit 75.
+func (a *app) openRunLedger(ctx context.Context, deadline time.Duration) (ledger.Ledger, error) {
+	if deadline <= 0 {
+		return a.openLedger(ctx)
+	}
+	dctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	l, err := a.openLedger(dctx)
+	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
+		return nil, &exitError{code: exitcode.TempFail, reason: "deadline",
+			msg:  fmt.Sprintf("--deadline %s passed while connecting to the ledger; nothing ran: %v", deadline, err),
+			hint: "check that the ledger is reachable, or allow a longer --deadline"}
+	}
+	return l, err
+}
+
 // render prints what a finished invocation owes the user: a replay's
-// output, and a notice when the exit code needs one.
-func render(a *app, u *ui, res *runner.Result) {
+// output, and a notice when the exit code needs one. now is on the
+// ledger's clock, which stamped the records.
+func render(a *app, u *ui, res *runner.Result, now time.Time) {
 	if res.Replayed {
 		rec := res.Record
 		a.stdout.Write(rec.Stdout)
 		u.w.Write(rec.Stderr)
 		when := rec.Finished
 		u.noticef("replayed %s: %s %s (%s ago), exit %d%s", rec.Key, rec.Status, when.UTC().Format(time.RFC3339),
-			age(time.Since(when)), rec.ExitCode, outputNote(rec))
+			age(now.Sub(when)), rec.ExitCode, outputNote(rec))
 		if rec.StdoutTruncated || rec.StderrTruncated {
 			u.warnf("the recorded output of %s was truncated at --max-output; this replay is incomplete", rec.Key)
 		}
@@ -335,8 +392,9 @@ func outputNote(rec *ledger.Record) string {
 	return ""
 }
 
-// runError turns the runner's errors into idem's messages and exit codes.
-func runError(err error, o runner.Options) error {
+// runError turns the runner's errors into idem's messages and exit codes;
+// now is on the ledger's clock, which stamped the records.
+func runError(err error, o runner.Options, now time.Time) error {
 	var (
 		mismatch   *ledger.MismatchError
 		busy       *runner.BusyError
@@ -351,12 +409,12 @@ func runError(err error, o runner.Options) error {
 	)
 	switch {
 	case errors.As(err, &mismatch):
-		return mismatchError(mismatch.Record, o.Argv)
+		return mismatchError(mismatch.Record, o.Argv, now)
 	case errors.As(err, &busy):
 		rec := busy.Record
 		return &exitError{code: exitcode.TempFail, reason: "busy",
 			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
-				rec.Key, rec.Owner.Host, rec.Owner.PID, age(time.Since(rec.Started)), rec.Attempts, rec.MaxAttempts),
+				rec.Key, rec.Owner.Host, rec.Owner.PID, age(now.Sub(rec.Started)), rec.Attempts, rec.MaxAttempts),
 			hint: "retry later, or wait for it with --wait"}
 	case errors.As(err, &held):
 		return &exitError{code: exitcode.TempFail,
@@ -370,6 +428,11 @@ func runError(err error, o runner.Options) error {
 		why, reason := "--wait-timeout "+o.WaitTimeout.String(), "wait_timeout"
 		if waited.Deadline {
 			why, reason = "--deadline "+o.Deadline.String(), "deadline"
+		}
+		if rec == nil {
+			return &exitError{code: exitcode.TempFail, reason: reason,
+				msg:  fmt.Sprintf("%s reached while the ledger had not answered for key %q; nothing ran", why, waited.Key),
+				hint: "check that the ledger is reachable, and look for a long transaction holding its rows"}
 		}
 		return &exitError{code: exitcode.TempFail, reason: reason,
 			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
@@ -464,8 +527,8 @@ func shebang(path string) (string, bool) {
 // with another fingerprint. Only the command is stored as it was; the
 // payload, stdin and --fingerprint-env values are stored as one hash, so
 // when the command is the same, one of those differs.
-func mismatchError(rec *ledger.Record, argv []string) error {
-	when := fmt.Sprintf("%s, %s ago", rec.Status, age(time.Since(rec.OutcomeTime())))
+func mismatchError(rec *ledger.Record, argv []string, now time.Time) error {
+	when := fmt.Sprintf("%s, %s ago", rec.Status, age(now.Sub(rec.OutcomeTime())))
 	msg := fmt.Sprintf("key %q was recorded for a different payload, stdin or environment (--fingerprint-env) with the same command %s (%s); nothing ran",
 		rec.Key, quoteArgv(rec.Command), when)
 	if !slices.Equal(rec.Command, argv) {

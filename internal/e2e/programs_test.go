@@ -66,6 +66,10 @@ func programs() map[string]func() {
 		"httpsink": httpsink,
 		"httppost": httppost,
 		"freeport": freeport,
+
+		// the bad-network tests (pgnet_test.go)
+		"tcpproxy":  tcpproxy,
+		"heartbeat": heartbeat,
 	}
 }
 

@@ -19,13 +19,6 @@ import (
 // empties).
 const groupPoll = 10 * time.Millisecond
 
-// renewEvery is the renewal period of a healthy lease; renewRetry the pace
-// of retries after a renewal failed with an I/O error. With the kill grace
-// under half the lease, the watchdog (watchdogAt) acts at 0.4 of the
-// lease at the earliest: a renewal at a quarter leaves room for retries.
-func renewEvery(lease time.Duration) time.Duration { return lease / 4 }
-func renewRetry(lease time.Duration) time.Duration { return min(lease/20, 2*time.Second) }
-
 // attempt runs the command once and classifies its end. While it runs, the
 // lease is renewed, signals are forwarded to the child's group, and a
 // timeout or the deadline stops it (SIGTERM, then SIGKILL after the grace).
@@ -79,6 +72,14 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		stopAt = r.Clock.After(limit)
 	}
 	renew := r.Clock.After(renewEvery(o.Lease))
+	// A command that runs for more than idleAfter gives its server
+	// connection back, here and after every renewal: a fleet's long jobs
+	// do not use up the server's connections (a short command keeps it,
+	// and records its outcome without connecting again).
+	var idle <-chan time.Time
+	if _, ok := r.Ledger.(ledger.Idler); ok {
+		idle = r.Clock.After(idleAfter)
+	}
 	inv.pending = &pendingChild{pgid: c.pgid, start: st.start}
 	// The lease watchdog: renewals run off this loop, so that a ledger
 	// call that does not return (a held lock, a hung network) cannot keep
@@ -98,6 +99,8 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			// renewal still gets the grace to say whether the lease is
 			// lost, while the child is being stopped.
 			until = now.Add(o.KillGrace)
+		} else if c := now.Add(renewCall(o.Lease)); c.Before(until) {
+			until = c // a hung call gives way to a retry
 		}
 		renewing = true
 		p := inv.pending
@@ -169,6 +172,9 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		case <-killAt:
 			killAt = nil
 			c.signal(syscall.SIGKILL)
+		case <-idle:
+			idle = nil
+			inv.idle()
 		case <-renew:
 			renew = nil
 			startRenewal(inv.watchdogAt())
@@ -192,6 +198,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 			}
 			renew = r.Clock.After(next)
 			watchdog = r.Clock.After(inv.watchdogAt().Sub(r.Clock.Now()))
+			inv.idle() // past idleAfter, or about to be
 		case <-watchdog:
 			watchdog = nil
 			// Why the renewals failed until now, even when another one is
@@ -208,6 +215,17 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 				startRenewal(r.Clock.Now())
 			}
 		}
+	}
+}
+
+// idleAfter is how long a command runs before idem gives back its
+// ledger's idle server connections (ledger.Idler).
+const idleAfter = time.Second
+
+// idle gives back the ledger's idle server connections, if it has any.
+func (inv *invocation) idle() {
+	if l, ok := inv.r.Ledger.(ledger.Idler); ok {
+		l.Idle()
 	}
 }
 
@@ -284,15 +302,25 @@ func (inv *invocation) classify(end *attemptEnd, c *child) {
 }
 
 // keepLease renews the lease (recording the child's group first, if that
-// failed before) and returns when to renew next; the call's deadline is a
-// tenth of the lease before it lapses. An I/O error is retried sooner;
+// failed before) and returns when to renew next; the call's deadline is renewCtx's. An I/O error is retried sooner;
 // when the next retry could not come before the lease lapses it gives up
 // with *LeaseLapsedError. A fenced write that matched no row returns
 // ledger.ErrLeaseLost.
 func (inv *invocation) keepLease(ctx context.Context) (time.Duration, error) {
-	cctx, cancel := inv.callCtx(ctx, inv.leaseUntil.Add(-inv.o.Lease/10))
+	cctx, cancel := inv.renewCtx(ctx)
 	defer cancel()
 	return inv.applyRenewal(inv.renewLease(cctx, inv.pending))
+}
+
+// renewCtx is the context of one renewal while no child runs: it returns
+// a tenth of the lease before the lease lapses, or after renewCall if
+// that is sooner (a hung call gives way to a retry).
+func (inv *invocation) renewCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	until := inv.leaseUntil.Add(-inv.o.Lease / 10)
+	if c := inv.r.Clock.Now().Add(renewCall(inv.o.Lease)); c.Before(until) {
+		until = c
+	}
+	return inv.callCtx(ctx, until)
 }
 
 // applyRenewal takes a renewal's result into inv and returns when to renew
@@ -535,7 +563,9 @@ func (inv *invocation) claim(ctx context.Context) error {
 	r, o := inv.r, inv.o
 	for {
 		before := r.Clock.Now()
-		err := r.Ledger.Renew(context.WithoutCancel(ctx), o.Key, inv.token, o.Lease)
+		cctx, cancel := inv.renewCtx(ctx)
+		err := r.Ledger.Renew(cctx, o.Key, inv.token, o.Lease)
+		cancel()
 		switch {
 		case err == nil:
 			inv.leaseUntil = before.Add(o.Lease)

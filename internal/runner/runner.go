@@ -193,13 +193,16 @@ func (e *BusyError) Error() string {
 // deadline (Deadline), came while a live owner still held the key. Nothing
 // ran and the record was not touched.
 type WaitTimeoutError struct {
-	Record   *ledger.Record // the holder, as last seen
+	Key string
+	// Record is the holder, as last seen; nil when the ledger did not
+	// answer in time (a held row lock, a hung connection).
+	Record   *ledger.Record
 	Waited   time.Duration
 	Deadline bool
 }
 
 func (e *WaitTimeoutError) Error() string {
-	return fmt.Sprintf("gave up waiting for key %q after %s", e.Record.Key, e.Waited.Round(time.Millisecond))
+	return fmt.Sprintf("gave up waiting for key %q after %s", e.Key, e.Waited.Round(time.Millisecond))
 }
 
 // DeadlineError is returned when the deadline passed before the first
@@ -269,7 +272,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		deadline = started.Add(o.Deadline)
 	}
 	probe.At("before-reserve")
-	resv, err := r.reserve(ctx, o, started, deadline)
+	resv, reservedAt, err := r.reserve(ctx, o, started, deadline)
 	if o.Wait {
 		o.progress(Event{Kind: EventResume})
 	}
@@ -301,7 +304,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, &BusyError{Record: resv.Record}
 	}
 	inv := &invocation{r: r, o: o, started: started, deadline: deadline, token: resv.Token, n: resv.Attempt,
-		attemptID: resv.AttemptID, leaseUntil: started.Add(o.Lease),
+		attemptID: resv.AttemptID, leaseUntil: reservedAt.Add(o.Lease),
 		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
 		ledgerID: ledger.Identity(r.Ledger)}
 	if resv.Abandoned != nil {
@@ -321,8 +324,9 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 
 // reserve asks the ledger for the key; with --wait it polls, with backoff
 // and without writing, while a live owner holds it, and asks again once the
-// holder looks done (finished, lease expired, or dead on this host).
-func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, error) {
+// holder looks done (finished, lease expired, or dead on this host). It
+// returns when the last request was sent: the lease runs from then.
+func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, time.Time, error) {
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
@@ -336,17 +340,49 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 	if !deadline.IsZero() && (giveUp.IsZero() || deadline.Before(giveUp)) {
 		giveUp, byDeadline = deadline, true
 	}
+	var holder *ledger.Record
+	// call gives a ledger call its deadline: the time to give up, or
+	// callTimeout, whichever is first. A call that does not answer in
+	// time (a row lock held by a stuck transaction, a hung connection)
+	// ends the wait as the deadline or --wait-timeout would.
+	call := func(fn func(context.Context) error) error {
+		now := r.Clock.Now()
+		bound, limited := now.Add(callTimeout), false
+		if !giveUp.IsZero() && giveUp.Before(bound) {
+			bound, limited = giveUp, true
+		}
+		cctx, cancel := context.WithDeadline(ctx, time.Now().Add(bound.Sub(now)))
+		defer cancel()
+		err := fn(cctx)
+		if err == nil || cctx.Err() == nil || ctx.Err() != nil {
+			return err
+		}
+		switch {
+		case limited && byDeadline && holder == nil:
+			return &DeadlineError{Key: o.Key}
+		case limited:
+			return &WaitTimeoutError{Key: o.Key, Record: holder, Waited: r.Clock.Now().Sub(started), Deadline: byDeadline}
+		}
+		return &ledger.StoreError{Op: "reserve", Path: r.Ledger.Describe(),
+			Err:  fmt.Errorf("the ledger did not answer within %s: %w", callTimeout, err),
+			Hint: "check that the ledger is reachable, and look for a long transaction holding its rows"}
+	}
 	poll := 0
 	for {
-		resv, err := r.Ledger.Reserve(ctx, req)
+		var resv *ledger.Reservation
+		sent := r.Clock.Now()
+		err := call(func(cctx context.Context) (err error) {
+			resv, err = r.Ledger.Reserve(cctx, req)
+			return err
+		})
 		if err != nil || resv.Outcome != ledger.Busy || !o.Wait {
-			return resv, err
+			return resv, sent, err
 		}
-		holder := resv.Record
+		holder = resv.Record
 		for {
 			now := r.Clock.Now()
 			if !giveUp.IsZero() && !now.Before(giveUp) {
-				return nil, &WaitTimeoutError{Record: holder, Waited: now.Sub(started), Deadline: byDeadline}
+				return nil, now, &WaitTimeoutError{Key: o.Key, Record: holder, Waited: now.Sub(started), Deadline: byDeadline}
 			}
 			poll++
 			d := waitPolicy().Delay(poll, r.Rand)
@@ -358,22 +394,27 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			select {
 			case <-r.Clock.After(d):
 			case s := <-r.Signals:
-				return nil, &InterruptedError{Key: o.Key, Signal: toSignal(s), Waiting: true}
+				return nil, now, &InterruptedError{Key: o.Key, Signal: toSignal(s), Waiting: true}
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, now, ctx.Err()
 			}
-			rec, err := r.Ledger.Get(ctx, o.Key)
+			var rec *ledger.Record
+			err := call(func(cctx context.Context) (err error) {
+				rec, err = r.Ledger.Get(cctx, o.Key)
+				return err
+			})
 			if errors.Is(err, ledger.ErrNotFound) {
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, now, err
 			}
-			now = r.Clock.Now()
+			// The record's times are the ledger's: judged by its clock.
+			now = r.ledgerNow()
 			if final(rec, o) && rec.Expired(now) {
 				// The outcome waited for has expired already (a very
 				// short --ttl): replay it rather than run again.
-				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+				return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, now, nil
 			}
 			if !rec.Live(now, r.Host.OwnerDead) {
 				break
@@ -381,6 +422,19 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 			holder = rec
 		}
 	}
+}
+
+// callTimeout bounds a ledger call made while the run holds no lease and
+// has no deadline of its own.
+const callTimeout = 30 * time.Second
+
+// ledgerNow is the time on the clock that stamps the ledger's records: a
+// shared ledger's server clock, else the runner's.
+func (r *Runner) ledgerNow() time.Time {
+	if c, ok := r.Ledger.(ledger.ServerClock); ok {
+		return c.ServerNow()
+	}
+	return r.Clock.Now()
 }
 
 // final reports whether rec is an outcome this invocation replays: the
@@ -480,7 +534,10 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 				return nil, leaseLost(o.Key, false, err)
 			}
 			if err != nil {
-				if rerr := r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev); rerr != nil {
+				cctx, cancel := inv.releaseCtx(ctx)
+				rerr := r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, prev)
+				cancel()
+				if rerr != nil {
 					return nil, leaseLost(o.Key, false, rerr)
 				}
 				return nil, err
@@ -489,8 +546,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		end, err := inv.attempt(ctx)
 		var se *StartError
 		if errors.As(err, &se) {
+			cctx, cancel := inv.releaseCtx(ctx)
 			if last == nil {
-				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, prev)
+				err = r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, prev)
 			} else {
 				// An earlier attempt of this invocation ran: keep it,
 				// retryable; the one that never started does not count.
@@ -500,8 +558,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 				if o.TTL > 0 {
 					kept.Expires = now.Add(o.TTL)
 				}
-				err = r.Ledger.Release(context.WithoutCancel(ctx), o.Key, inv.token, inv.attemptID, kept)
+				err = r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, kept)
 			}
+			cancel()
 			if err != nil {
 				return nil, leaseLost(o.Key, false, err)
 			}
@@ -749,6 +808,13 @@ func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishReques
 		return rerr
 	}
 	return oe
+}
+
+// releaseCtx is the context of a Release: it returns a tenth of the lease
+// before the lease lapses, and has at least that tenth to do so.
+func (inv *invocation) releaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	now, margin := inv.r.Clock.Now(), inv.o.Lease/10
+	return inv.callCtx(ctx, now.Add(max(inv.leaseUntil.Sub(now)-margin, margin)))
 }
 
 // leaseCtx is the context of a ledger call while no child runs: it must

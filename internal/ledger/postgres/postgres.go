@@ -91,6 +91,9 @@ type Ledger struct {
 	id string
 	// before is the schema version the ledger had at open (0: none).
 	before int
+	// clockOffset is the server's clock less this host's, measured at
+	// open (ServerNow).
+	clockOffset time.Duration
 	// Now, when set, replaces the server's clock (the conformance suite
 	// drives time through it). Nil: clock_timestamp() on the server.
 	Now func() time.Time
@@ -189,6 +192,10 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 	}
 	p := &Ledger{pool: pool, schema: schema, beside: opts.Beside, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
 		syncCommit: syncCommit, asyncCommit: asyncCommit, passfile: passfile}
+	if err := p.connect(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := p.checkSchema(ctx, migrations, opts); err != nil {
 		pool.Close()
 		return nil, err
@@ -255,7 +262,8 @@ const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, opts ledger.Options) error {
 	var stored ledger.SchemaVersions
 	var created int64
-	err := p.pool.QueryRow(ctx, p.q(identitySQL)).Scan(&stored.Write, &stored.Compat, &created)
+	var clock serverClock
+	err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -271,7 +279,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return p.schemaErr(err)
 	}
 	if len(pending) == 0 {
-		p.id = ledger.MakeIdentity("postgres", uint64(created))
+		p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
 		return nil
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
@@ -280,17 +288,18 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		}
 		return err
 	}
-	if err := p.pool.QueryRow(ctx, p.q(identitySQL)).Scan(&stored.Write, &stored.Compat, &created); err != nil {
+	if err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created); err != nil {
 		return p.wrap("open", err)
 	}
-	p.id = ledger.MakeIdentity("postgres", uint64(created))
+	p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
 	return nil
 }
 
 // identitySQL is versionsSQL with the ledger's creation time, from which
-// its identity is derived (one round trip at open, as before).
+// its identity is derived, and the server's clock (one round trip at open,
+// as before).
 const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
-	(extract(epoch FROM created) * 1000000)::bigint FROM {schema}.meta m`
+	(extract(epoch FROM created) * 1000000)::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM {schema}.meta m`
 
 // Identity is the ledger's identity: the same for every host and every
 // spelling of the DSN, different for another database or schema (see
@@ -1016,8 +1025,16 @@ func (p *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, req.AttemptID, p.now(), p.syncCommit,
 		ledger.ReasonArg(tail), tail)
 	var se *ledger.StoreError
-	if errors.As(err, &se) && req.Landed(p.getRecord(context.WithoutCancel(ctx), p.pool, req.Key, false)) {
-		return nil
+	if errors.As(err, &se) {
+		// The re-read keeps the call's deadline, not its cancellation.
+		rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			rctx, cancel = context.WithDeadline(rctx, d)
+		}
+		defer cancel()
+		if req.Landed(p.getRecord(rctx, p.pool, req.Key, false)) {
+			return nil
+		}
 	}
 	return err
 }

@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// tcpproxy LISTEN_ADDR TARGET_ADDR forwards every connection to LISTEN_ADDR
+// to TARGET_ADDR, both ways, until it is killed. A test that SIGSTOPs it
+// freezes the path to the server: connections stay open, nothing passes.
+func tcpproxy() {
+	ln, err := net.Listen("tcp", os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("listening")
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		go func() {
+			defer c.Close()
+			s, err := net.Dial("tcp", os.Args[2])
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			go io.Copy(s, c)
+			io.Copy(c, s)
+		}()
+	}
+}
+
+// heartbeat FILE writes "PID START_UNIX_NANO" to FILE (whole, by rename),
+// then sleeps until a signal ends it (SIGTERM's default action).
+func heartbeat() {
+	tmp := os.Args[1] + ".tmp"
+	line := fmt.Sprintf("%d %d\n", os.Getpid(), time.Now().UnixNano())
+	if err := os.WriteFile(tmp, []byte(line), 0o644); err != nil {
+		os.Exit(2)
+	}
+	if err := os.Rename(tmp, os.Args[1]); err != nil {
+		os.Exit(2)
+	}
+	for {
+		time.Sleep(time.Hour)
+	}
+}
