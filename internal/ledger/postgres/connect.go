@@ -81,7 +81,7 @@ func (c connector) connect(ctx context.Context, try func(context.Context) error)
 func transientConnect(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code {
+		switch refusalCode(pe) {
 		case "53300", "57P03", "57P01":
 			return true
 		}
@@ -107,8 +107,9 @@ func (p *Ledger) connect(ctx context.Context) error {
 		return err
 	})
 	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return p.connectError(err) // also when it timed out
+	if errors.As(err, &ce) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// Also when it timed out, or the retries' budget ended during a try.
+		return p.connectError(err)
 	}
 	return p.wrap("open", err)
 }

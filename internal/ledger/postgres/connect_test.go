@@ -41,6 +41,9 @@ func TestConnectRetriesWhatPasses(t *testing.T) {
 		&pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"},
 		&pgconn.PgError{Code: "57P03", Message: "the database system is starting up"},
 		fmt.Errorf("connect: %w", context.DeadlineExceeded),
+		// PgBouncer's refusals when it or the server behind it is full or down.
+		&pgconn.PgError{Code: "08P01", Message: "no more connections allowed (max_client_conn)"},
+		&pgconn.PgError{Code: "08P01", Message: "pgbouncer cannot connect to server"},
 	}
 	for _, fail := range transient {
 		f := &fakeTime{t: time.Unix(0, 0)}

@@ -536,6 +536,8 @@ func refusalCode(pe *pgconn.PgError) string {
 		return "3D000"
 	case strings.HasPrefix(msg, "no more connections allowed"):
 		return "53300"
+	case strings.Contains(msg, "cannot connect to server"): // the server behind the pooler is down
+		return "57P03"
 	}
 	return pe.Code
 }
