@@ -358,12 +358,12 @@ func parseConfig(dsn, desc string) (cfg *pgxpool.Config, ignored string, err err
 		se := &ledger.StoreError{Op: "open", Path: desc, Err: parseError(err),
 			Hint: "write the ledger as postgres://USER@HOST:PORT/DATABASE (see 'idem --help')"}
 		switch {
+		case strings.Contains(err.Error(), "failed to configure TLS"):
+			se.Hint = "check sslmode, sslrootcert, sslcert and sslkey in the DSN (or PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY)"
 		case !isURL(dsn):
 			se.Hint = "write the ledger as host=HOST port=PORT dbname=DATABASE user=USER with libpq's keywords and values (see 'idem --help')"
 		case badURLChars(dsn):
 			se.Hint = encodeHint
-		case strings.Contains(err.Error(), "failed to configure TLS"):
-			se.Hint = "check sslmode, sslrootcert, sslcert and sslkey in the DSN (or PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY)"
 		}
 		return nil, "", se
 	}
