@@ -1,10 +1,11 @@
 package e2e
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemhq/idem/internal/testenv"
 )
 
 // A server that accepts connections and never answers (a hung pooler, a
@@ -12,27 +13,7 @@ import (
 // one error line and one hint, not pgx's multi-line account (which the
 // error line would show with literal \n\t) and not exit 70.
 func TestPostgresHungConnect(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := testenv.SilentListener(t)
 	ran := filepath.Join(t.TempDir(), "ran")
 	p := run(t, clean([]string{"IDEM_LEDGER=postgres://idem:S3cret@" + addr + "/ops", "PGCONNECT_TIMEOUT=1"},
 		"idem", "run", "--key", "evt:pg:hung", "--", "appendto", ran, "x")).expect(74)

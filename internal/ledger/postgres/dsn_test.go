@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/testenv"
 )
 
 func TestIsDSN(t *testing.T) {
@@ -177,28 +178,9 @@ func openErr(t *testing.T, dsn, secret string) *ledger.StoreError {
 // A server that accepts the connection and never answers: the connect
 // timeout is idem's error, in one line, with a hint.
 func TestConnectHung(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	se := openErr(t, "postgres://idem:S3cret@"+ln.Addr().String()+"/ops?connect_timeout=1", "S3cret")
-	if want := "timed out connecting to PostgreSQL at " + ln.Addr().String(); se.Err.Error() != want {
+	addr := testenv.SilentListener(t)
+	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?connect_timeout=1", "S3cret")
+	if want := "timed out connecting to PostgreSQL at " + addr; se.Err.Error() != want {
 		t.Errorf("error %q, want %q", se.Err, want)
 	}
 	if !strings.Contains(se.Hint, "connect_timeout") {

@@ -1,0 +1,43 @@
+package testenv
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// SilentListener starts a loopback TCP listener that accepts connections
+// and never answers them, as a hung server or pooler does, and returns its
+// address. It closes, with its connections, when the test ends.
+func SilentListener(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		held []net.Conn
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
