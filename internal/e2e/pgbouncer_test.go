@@ -211,6 +211,10 @@ func TestPostgresLedgerSchemaVar(t *testing.T) {
 	if c := schemaCount(t, db); c != 0 {
 		t.Fatal("a run with IDEM_LEDGER_SCHEMA created schema idem")
 	}
+	// Listings name the schema, so ledgers of one database are told apart.
+	if p := idemWith(t, dsn, staging, "inspect"); p.code != 0 || !strings.Contains(p.stdout, " (schema staging_fleet)\n") {
+		t.Fatalf("%v: want exit 0 and the ledger's line naming schema staging_fleet", p)
+	}
 	p = idemWith(t, dsn, nil, "schema")
 	wantExit(t, p, 0, "")
 	if !strings.Contains(p.stdout, `CREATE SCHEMA "idem";`) {

@@ -241,8 +241,15 @@ func hostAddr(c *pgconn.Config) string {
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }
 
-// Describe returns the DSN without its password.
-func (p *Ledger) Describe() string { return p.desc }
+// Describe returns the DSN without its password, and the schema when it
+// is not the default.
+func (p *Ledger) Describe() string {
+	if p.schema != Schema {
+		// Ledgers in other schemas of one database are told apart.
+		return p.desc + " (schema " + p.schema + ")"
+	}
+	return p.desc
+}
 
 // Close closes the connections.
 func (p *Ledger) Close() error {
