@@ -40,19 +40,7 @@ func TestPgBouncerQueryConformance(t *testing.T) {
 
 func TestPgBouncerReadOnlyConformance(t *testing.T) {
 	ledgertest.PgBouncerDSN(t)
-	ledgertest.RunReadOnly(t, func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
-		dsn, schema := ledgertest.PgBouncerDSN(t), freshSchema(t)
-		w := openLedger(t, dsn, schema)
-		w.Now = now
-		return w, func() (ledger.Ledger, error) {
-			r, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
-			if err != nil {
-				return nil, err
-			}
-			r.Now = now
-			return r, nil
-		}
-	})
+	ledgertest.RunReadOnly(t, readOnlyOpener(ledgertest.PgBouncerDSN))
 }
 
 // runOnce reserves key and records a success with output out; it fails

@@ -17,8 +17,14 @@ import (
 
 func TestPostgresReadOnlyConformance(t *testing.T) {
 	ledgertest.PostgresDSN(t)
-	ledgertest.RunReadOnly(t, func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
-		dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
+	ledgertest.RunReadOnly(t, readOnlyOpener(ledgertest.PostgresDSN))
+}
+
+// readOnlyOpener opens, for ledgertest.RunReadOnly, a writer in a fresh
+// schema of the database dsn names, and a read-only opener of the same.
+func readOnlyOpener(dsn func(testing.TB) string) func(*testing.T, func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
+	return func(t *testing.T, now func() time.Time) (ledger.Ledger, func() (ledger.Ledger, error)) {
+		dsn, schema := dsn(t), freshSchema(t)
 		w := openLedger(t, dsn, schema)
 		w.Now = now
 		return w, func() (ledger.Ledger, error) {
@@ -29,7 +35,7 @@ func TestPostgresReadOnlyConformance(t *testing.T) {
 			r.Now = now
 			return r, nil
 		}
-	})
+	}
 }
 
 // schemaExists reports whether the schema is there.
