@@ -145,7 +145,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	// PostgreSQL server's), not this host's.
 	now := time.Now()
 	if l != nil {
-		now = ledger.NowOf(l)
+		now = ledger.NowOf(l, time.Now)
 		if o.since != "" {
 			f.Since, _ = parseSince(o.since, now) // checked above
 		}
@@ -232,7 +232,7 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	if err != nil {
 		return err
 	}
-	now := ledger.NowOf(l) // the records' clock
+	now := ledger.NowOf(l, time.Now) // the records' clock
 	if o.json {
 		d := detailJSON{recordJSON: toRecordJSON(r, now), StdoutBytes: len(r.Stdout), StderrBytes: len(r.Stderr),
 			History: make([]attemptJSON, len(hist)), StderrTail: stderrTailJSON(r, hist)}

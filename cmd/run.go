@@ -321,12 +321,12 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
 	res, err := r.Run(ctx, ro)
 	if err != nil {
-		return nil, 0, runError(err, ro, ledger.NowOf(l))
+		return nil, 0, runError(err, ro, ledger.NowOf(l, time.Now))
 	}
 	for _, w := range res.Warnings {
 		u.warnf("%s", w)
 	}
-	render(a, u, res, ledger.NowOf(l))
+	render(a, u, res, ledger.NowOf(l, time.Now))
 	return res, res.Exit(), nil
 }
 

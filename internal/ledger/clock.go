@@ -11,12 +11,13 @@ type ServerClock interface {
 }
 
 // NowOf is the time on the clock that stamps l's records: the server's for
-// a ledger that implements ServerClock, else this host's.
-func NowOf(l Ledger) time.Time {
+// a ledger that implements ServerClock, else local's (time.Now, or a
+// test's clock).
+func NowOf(l Ledger, local func() time.Time) time.Time {
 	if c, ok := l.(ServerClock); ok {
 		return c.ServerNow()
 	}
-	return time.Now()
+	return local()
 }
 
 // Idler is implemented by a ledger that holds server connections: Idle

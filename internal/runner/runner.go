@@ -410,7 +410,7 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 				return nil, now, err
 			}
 			// The record's times are the ledger's: judged by its clock.
-			now = r.ledgerNow()
+			now = ledger.NowOf(r.Ledger, r.Clock.Now)
 			if final(rec, o) && rec.Expired(now) {
 				// The outcome waited for has expired already (a very
 				// short --ttl): replay it rather than run again.
@@ -427,15 +427,6 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 // callTimeout bounds a ledger call made while the run holds no lease and
 // has no deadline of its own.
 const callTimeout = 30 * time.Second
-
-// ledgerNow is the time on the clock that stamps the ledger's records: a
-// shared ledger's server clock, else the runner's.
-func (r *Runner) ledgerNow() time.Time {
-	if c, ok := r.Ledger.(ledger.ServerClock); ok {
-		return c.ServerNow()
-	}
-	return r.Clock.Now()
-}
 
 // final reports whether rec is an outcome this invocation replays: the
 // same command, succeeded, or failed for good (unless --rerun-failed).
