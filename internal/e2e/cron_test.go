@@ -1,8 +1,8 @@
 package e2e
 
-// The crontab lines idem documents (README, --help, the man page), run the
-// way Debian's cron runs them: cron's environment exactly (env -i with
-// PATH=/usr/bin:/bin, HOME from the password database, SHELL=/bin/sh,
+// The crontab lines idem documents (README, docs/, --help, the man page),
+// run the way Debian's cron runs them: cron's environment exactly (env -i
+// with PATH=/usr/bin:/bin, HOME from the password database, SHELL=/bin/sh,
 // LOGNAME; no XDG variables, no terminal), the crontab's assignments over
 // it, the command through /bin/sh -c after crontab(5)'s % rule. idem is
 // "installed" in /usr/local/bin and the home directory is a temporary one:
@@ -175,12 +175,14 @@ func until(t *testing.T, what string, cond func() bool) {
 func TestCrontabUnderCron(t *testing.T) {
 	root := moduleRoot(t)
 	var tabs []crontab
-	blocks, err := testedBlocks(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range blocks {
-		tabs = append(tabs, crontabs("README.md", strings.Join(b.lines, "\n"))...)
+	for _, file := range docFiles(t, root) {
+		blocks, err := testedBlocks(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			tabs = append(tabs, crontabs(file, strings.Join(b.lines, "\n"))...)
+		}
 	}
 	idem := idemBin(t)
 	for _, src := range [][]string{{"--help"}, {"run", "--help"}, {"man"}} {
@@ -191,7 +193,7 @@ func TestCrontabUnderCron(t *testing.T) {
 	for _, c := range tabs {
 		count[c.source]++
 	}
-	for src, want := range map[string]int{"README.md": 2, "idem --help": 1, "idem run --help": 1, "idem man": 2} {
+	for src, want := range map[string]int{"README.md": 1, "docs/recipes.md": 1, "docs/operators.md": 1, "idem --help": 1, "idem run --help": 1, "idem man": 2} {
 		if count[src] < want {
 			t.Errorf("%s shows %d crontab examples, want at least %d", src, count[src], want)
 		}

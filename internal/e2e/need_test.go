@@ -30,6 +30,8 @@ func debianPackage(program string) string {
 		return "util-linux"
 	case "timeout", "nohup":
 		return "coreutils"
+	case "systemd-analyze":
+		return "systemd"
 	}
 	return program
 }
@@ -39,7 +41,7 @@ func debianPackage(program string) string {
 func available(name string) (ok bool, why string) {
 	if name == "postgres" {
 		return os.Getenv("IDEM_TEST_POSTGRES") != "",
-			"IDEM_TEST_POSTGRES is not set (the DSN of a role with CREATE and CREATEDB; see README)"
+			"IDEM_TEST_POSTGRES is not set (the DSN of a role with CREATE and CREATEDB; see CONTRIBUTING.md)"
 	}
 	if _, err := exec.LookPath(name); err == nil {
 		return true, ""

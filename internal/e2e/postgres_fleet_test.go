@@ -3,7 +3,7 @@ package e2e
 // The shared PostgreSQL ledger with real idem processes (fleetIdem's
 // build) that claim to run on different hosts through the test-only
 // IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
-// need IDEM_TEST_POSTGRES, a DSN (see README; needPostgres); each test gets
+// need IDEM_TEST_POSTGRES, a DSN (see CONTRIBUTING.md; needPostgres); each test gets
 // a database of its own, dropped afterwards.
 
 import (

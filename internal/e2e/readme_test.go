@@ -11,44 +11,61 @@ import (
 	"testing"
 )
 
-// testedTag marks a README code block whose lines a testscript runs:
-// <!-- tested: testscripts/readme_cron.txtar --> right before the fence.
+// testedTag marks a documentation code block whose lines a testscript
+// runs: <!-- tested: testscripts/readme_cron.txtar --> right before the fence.
 var testedTag = regexp.MustCompile(`^<!-- tested: (testscripts/[A-Za-z0-9_.-]+\.txtar) -->$`)
 
-// TestREADMETestedBlocks fails when a README code block tagged as tested
-// says something its script does not run: every non-blank line of the
-// block must be a whole line of the named script (the script holds the
-// block's files verbatim in its archive, or runs its lines), and every
+// TestDocTestedBlocks fails when a code block of the README or docs/ tagged
+// as tested says something its script does not run: every non-blank line
+// of the block must be a whole line of the named script (the script holds
+// the block's files verbatim in its archive, or runs its lines), and every
 // named script must exist. Changing a tagged block without its script, or
-// removing a script a block names, fails here.
-func TestREADMETestedBlocks(t *testing.T) {
+// removing a script a block names, fails here; so does a page that no
+// longer shows, tested, the examples it is there for.
+func TestDocTestedBlocks(t *testing.T) {
 	root := moduleRoot(t)
-	blocks, err := testedBlocks(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	want := map[string][]string{ // the scripts each page's blocks must name
+		"README.md":         {"readme_quickstart", "readme_cron", "readme_ci", "readme_webhook", "readme_systemd"},
+		"docs/recipes.md":   {"readme_cron", "readme_ci", "readme_webhook", "readme_systemd"},
+		"docs/operators.md": {"readme_operators", "metrics_output"},
 	}
-	if len(blocks) < 6 {
-		t.Fatalf("README has %d code blocks tagged as tested, want the cron, CI, webhook and operator examples (at least 6)", len(blocks))
-	}
-	for _, b := range blocks {
-		script, err := os.ReadFile(filepath.Join(root, b.script))
+	total := 0
+	for _, file := range docFiles(t, root) {
+		blocks, err := testedBlocks(filepath.Join(root, file))
 		if err != nil {
-			t.Errorf("README.md:%d: the tested block names %s: %v", b.line, b.script, err)
-			continue
+			t.Fatal(err)
 		}
-		have := map[string]bool{}
-		for _, l := range strings.Split(string(script), "\n") {
-			have[strings.TrimRight(l, " \t")] = true
-		}
-		for i, l := range b.lines {
-			if strings.TrimSpace(l) == "" {
+		total += len(blocks)
+		named := map[string]bool{}
+		for _, b := range blocks {
+			named[strings.TrimSuffix(filepath.Base(b.script), ".txtar")] = true
+			script, err := os.ReadFile(filepath.Join(root, b.script))
+			if err != nil {
+				t.Errorf("%s:%d: the tested block names %s: %v", file, b.line, b.script, err)
 				continue
 			}
-			if !have[strings.TrimRight(l, " \t")] {
-				t.Errorf("README.md:%d: line of a block tagged as tested is not in %s (change both together):\n\t%s",
-					b.line+1+i, b.script, l)
+			have := map[string]bool{}
+			for _, l := range strings.Split(string(script), "\n") {
+				have[strings.TrimRight(l, " \t")] = true
+			}
+			for i, l := range b.lines {
+				if strings.TrimSpace(l) == "" {
+					continue
+				}
+				if !have[strings.TrimRight(l, " \t")] {
+					t.Errorf("%s:%d: line of a block tagged as tested is not in %s (change both together):\n\t%s",
+						file, b.line+1+i, b.script, l)
+				}
 			}
 		}
+		for _, s := range want[file] {
+			if !named[s] {
+				t.Errorf("%s has no code block tagged as tested by testscripts/%s.txtar", file, s)
+			}
+		}
+	}
+	if total < 12 {
+		t.Errorf("the README and docs/ have %d code blocks tagged as tested, want at least 12 (the quick start, cron, CI, webhook, systemd and operator examples)", total)
 	}
 }
 
@@ -58,7 +75,7 @@ type readmeBlock struct {
 	lines  []string
 }
 
-// testedBlocks returns the README's code blocks that follow a tested tag
+// testedBlocks returns a Markdown file's code blocks that follow a tested tag
 // (blank lines between the tag and the fence are allowed).
 func testedBlocks(path string) ([]readmeBlock, error) {
 	f, err := os.Open(path)
@@ -127,22 +144,24 @@ func TestREADMEInstall(t *testing.T) {
 	}
 }
 
-// TestREADMEReportSchema: the README documents exactly the fields an
+// TestDocReportSchema: docs/operators.md documents exactly the fields an
 // `idem run --report` file has, its example has them all, and both name
 // the schema version idem writes.
-func TestREADMEReportSchema(t *testing.T) {
+func TestDocReportSchema(t *testing.T) {
 	root := moduleRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "operators.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
-	start := strings.Index(text, "### `idem run --report FILE`")
+	text := string(doc)
+	start := strings.Index(text, "\n## `idem run --report FILE`\n")
 	if start < 0 {
-		t.Fatal("README has no --report section")
+		t.Fatal("docs/operators.md has no --report section")
 	}
 	section := text[start+1:]
-	section = section[:strings.Index(section, "\n### ")]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
 
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.json")
@@ -173,27 +192,27 @@ func TestREADMEReportSchema(t *testing.T) {
 	}
 	for k := range got {
 		if !documented[k] {
-			t.Errorf("report field %q is not in the README's table", k)
+			t.Errorf("report field %q is not in docs/operators.md's table", k)
 		}
 		if _, ok := example[k]; !ok {
-			t.Errorf("report field %q is not in the README's example", k)
+			t.Errorf("report field %q is not in docs/operators.md's example", k)
 		}
 	}
 	for k := range documented {
 		if _, ok := got[k]; !ok {
-			t.Errorf("the README's table documents %q, which a report does not have", k)
+			t.Errorf("docs/operators.md's table documents %q, which a report does not have", k)
 		}
 	}
 	for k := range example {
 		if _, ok := got[k]; !ok {
-			t.Errorf("the README's example has %q, which a report does not have", k)
+			t.Errorf("docs/operators.md's example has %q, which a report does not have", k)
 		}
 	}
 	v := fmt.Sprint(got["schema_version"])
 	if fmt.Sprint(example["schema_version"]) != v {
-		t.Errorf("the README's example has schema_version %v, idem writes %s", example["schema_version"], v)
+		t.Errorf("docs/operators.md's example has schema_version %v, idem writes %s", example["schema_version"], v)
 	}
 	if !strings.Contains(section, "| `schema_version` | "+v+";") {
-		t.Errorf("the README's table does not give schema_version %s", v)
+		t.Errorf("docs/operators.md's table does not give schema_version %s", v)
 	}
 }

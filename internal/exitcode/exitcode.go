@@ -1,7 +1,8 @@
 // Package exitcode is idem's table of its own exit codes: each code as a
 // named constant, with its one-line meaning. The help's and the manual's
-// EXIT STATUS sections are generated from it, and a test holds the README's
-// table to it. Codes follow sysexits(3) and timeout(1).
+// EXIT STATUS sections are generated from it, and a test holds the tables
+// of docs/guide.md and the README to it. Codes follow sysexits(3) and
+// timeout(1).
 package exitcode
 
 import (

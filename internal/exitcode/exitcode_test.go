@@ -3,6 +3,7 @@ package exitcode
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,22 +30,33 @@ func TestTable(t *testing.T) {
 	}
 }
 
-// TestREADMETable: the README's "Exit codes" table is this package's table,
-// code for code and meaning for meaning.
-func TestREADMETable(t *testing.T) {
-	got := readmeTable(t, "../../README.md", "### Exit codes")
+// TestDocTable: docs/guide.md's "Exit codes" table is this package's table,
+// code for code and meaning for meaning, and the README's "Exit codes" in
+// brief is a part of it: each of its rows is one of the table's.
+func TestDocTable(t *testing.T) {
+	got := mdTable(t, "../../docs/guide.md", "### Exit codes")
 	want := []string{"| code | meaning |", "|---|---|", "| the command's | " + Command + " |"}
 	for _, e := range Table() {
 		want = append(want, "| "+e.Label()+" | "+e.Meaning+" |")
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("README.md's exit table differs from internal/exitcode's; it should read:\n%s\n\nit reads:\n%s",
+		t.Errorf("docs/guide.md's exit table differs from internal/exitcode's; it should read:\n%s\n\nit reads:\n%s",
 			strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	brief := mdTable(t, "../../README.md", "## Exit codes")
+	if len(brief) < 5 || brief[0] != want[0] || brief[1] != want[1] {
+		t.Fatalf("README.md's exit codes in brief are not a table of codes and meanings:\n%s", strings.Join(brief, "\n"))
+	}
+	for _, row := range brief[2:] {
+		if !slices.Contains(want[2:], row) {
+			t.Errorf("README.md's exit codes in brief has a row that internal/exitcode's table has not:\n%s", row)
+		}
 	}
 }
 
-// readmeTable returns the lines of the first table after heading.
-func readmeTable(t *testing.T, path, heading string) []string {
+// mdTable returns the lines of the first table after heading in the
+// Markdown file path.
+func mdTable(t *testing.T, path, heading string) []string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

@@ -15,7 +15,7 @@ func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("IDEM_TEST_POSTGRES")
 	testenv.Need(t, "PostgreSQL", dsn != "", "IDEM_TEST_POSTGRES is not set "+
-		"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATE and CREATEDB; see README)")
+		"(set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE of a role with CREATE and CREATEDB; see CONTRIBUTING.md)")
 	return dsn
 }
 
@@ -26,7 +26,7 @@ func PgBouncerDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("IDEM_TEST_PGBOUNCER")
 	testenv.Need(t, "PgBouncer", dsn != "", "IDEM_TEST_PGBOUNCER is not set "+
-		"(set it to the DSN of IDEM_TEST_POSTGRES's role and database through a PgBouncer in transaction mode; see README)")
+		"(set it to the DSN of IDEM_TEST_POSTGRES's role and database through a PgBouncer in transaction mode; see CONTRIBUTING.md)")
 	return dsn
 }
 
@@ -37,6 +37,6 @@ func RuntimeDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("IDEM_TEST_POSTGRES_RUNTIME")
 	testenv.Need(t, "a least-privilege PostgreSQL role", dsn != "", "IDEM_TEST_POSTGRES_RUNTIME is not set "+
-		"(set it to the DSN of a LOGIN role without CREATE on IDEM_TEST_POSTGRES's database; see README)")
+		"(set it to the DSN of a LOGIN role without CREATE on IDEM_TEST_POSTGRES's database; see CONTRIBUTING.md)")
 	return dsn
 }
