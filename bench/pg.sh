@@ -7,7 +7,7 @@
 #   PG=postgres://... PGB=postgres://... bench/pg.sh   # N=200 runs each
 #
 # PG and PGB default to IDEM_TEST_POSTGRES and IDEM_TEST_PGBOUNCER (the test
-# set-up in the README). The ledger goes to a schema of its own
+# set-up in CONTRIBUTING.md). The ledger goes to a schema of its own
 # (IDEM_LEDGER_SCHEMA=idem_bench), dropped first and afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."

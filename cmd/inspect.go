@@ -55,7 +55,7 @@ Times are shown in UTC; --time local shows them in the local time zone
 
 --json prints the same as JSON (an array without KEY, an object with it);
 times are RFC 3339 in UTC, durations in milliseconds. The fields are listed
-in the README and stay stable.`,
+in docs/operators.md and stay stable.`,
 		Example: `  # what ran in the last hour, and what is still running
   idem inspect --since 1h
   idem inspect --status in_progress

@@ -11,7 +11,7 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 )
 
-// recordJSON is one record in `idem inspect --json`. The README documents
+// recordJSON is one record in `idem inspect --json`. docs/operators.md documents
 // every field; add fields, never rename or remove them.
 type recordJSON struct {
 	Key             string     `json:"key"`

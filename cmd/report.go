@@ -14,7 +14,7 @@ import (
 	"github.com/idemhq/idem/internal/runner"
 )
 
-// reportSchema is the "schema_version" of --report files. The README
+// reportSchema is the "schema_version" of --report files. docs/operators.md
 // documents every field; add fields, never rename or remove them.
 const reportSchema = 2
 
@@ -41,7 +41,7 @@ type reportJSON struct {
 	// Schema 2.
 
 	// Reason names why idem chose the exit status itself (see
-	// reasonOf and the README), or is null when it is the command's.
+	// reasonOf and docs/operators.md), or is null when it is the command's.
 	Reason *string `json:"reason"`
 	// Ledger is the ledger used (a path, or a DSN without its password);
 	// null when none could be named.
