@@ -13,7 +13,7 @@ import (
 )
 
 // moduleRoot is the directory of the module's go.mod: the test runs in
-// internal/e2e, but builds, clones and the README are the module's.
+// internal/e2e, but builds, clones and the documentation are the module's.
 func moduleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()

@@ -15,8 +15,9 @@
 //     IDEM_TEST_STRICT=1;
 //   - build_test.go: the module's root, and tagged builds of idem;
 //   - the tests: leases and signals, crash points, injected I/O faults, bad
-//     ledgers and hostile input, the PostgreSQL fleet, the README's tested
-//     blocks, install from a clean clone, the benchmark's phase points.
+//     ledgers and hostile input, the PostgreSQL fleet, the documentation
+//     (the tested blocks, links and FAQ messages of the README and docs/),
+//     install from a clean clone, the benchmark's phase points.
 //
 // go test -short skips the slow ones: crash points, fault injection, the
 // install from a clean clone and the phases build.
