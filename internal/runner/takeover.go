@@ -36,14 +36,8 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 	if finder == nil {
 		finder = pidOnly{r.Host}
 	}
-	var idem *procs.Process
-	if ab != nil && r.Host.BootID != "" && ab.BootID == r.Host.BootID {
-		// The abandoned idem, in this PID namespace or one below it.
-		if p, ok := finder.Owner(ab.PIDNS, ab.PID, ab.StartTime); ok {
-			idem = &p
-		}
-	}
-	if r.Procs == nil && idem == nil {
+	idem, isIdem := r.abandonedIdem(finder, ab)
+	if r.Procs == nil && !isIdem {
 		return 0, nil
 	}
 	seen := map[procs.Process]time.Time{}
@@ -54,8 +48,8 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 	var interrupted syscall.Signal
 	for empty := 0; ; {
 		found, _ := finder.Find(before)
-		if idem != nil && finder.Alive(*idem) {
-			found = append(found, *idem)
+		if isIdem && finder.Alive(idem) {
+			found = append(found, idem)
 		}
 		// A scan reads the process list first: a process forked meanwhile
 		// by one that then exited is in neither. Only a second empty scan,
@@ -67,16 +61,7 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		} else {
 			empty = 0
 		}
-		now := r.Clock.Now()
-		for _, p := range found {
-			p.Run = procs.Run{}
-			first, ok := seen[p]
-			if !ok {
-				seen[p], first = now, now
-			}
-			finder.Signal(p, stopSignal(first, now, grace))
-			finder.Signal(p, syscall.SIGCONT)
-		}
+		signalFound(finder, found, seen, r.Clock.Now(), grace)
 		select {
 		case <-r.Clock.After(groupPoll):
 		case s := <-r.Signals:
@@ -102,6 +87,30 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 	return len(seen), nil
 }
 
+// abandonedIdem is the abandoned owner's idem (ab, nil: none), when it
+// runs in this PID namespace or one below it.
+func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner) (procs.Process, bool) {
+	if ab == nil || r.Host.BootID == "" || ab.BootID != r.Host.BootID {
+		return procs.Process{}, false
+	}
+	return finder.Owner(r.Host.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+}
+
+// signalFound gives each process a scan found the signal it is due
+// (stopSignal, counted from when seen first saw it) and SIGCONT, so that a
+// stopped one can act on it.
+func signalFound(finder procs.Finder, found []procs.Process, seen map[procs.Process]time.Time, now time.Time, grace time.Duration) {
+	for _, p := range found {
+		p.Run = procs.Run{}
+		first, ok := seen[p]
+		if !ok {
+			seen[p], first = now, now
+		}
+		finder.Signal(p, stopSignal(first, now, grace))
+		finder.Signal(p, syscall.SIGCONT)
+	}
+}
+
 // pidOnly is the Finder without Procs: it finds nothing by identity, and
 // checks and signals a pid by its start time.
 type pidOnly struct{ h Host }
@@ -111,9 +120,9 @@ func (f pidOnly) Alive(p procs.Process) bool {
 	st, err := f.h.stat(p.PID)
 	return err == nil && !st.gone() && st.start == p.Start
 }
-func (f pidOnly) Owner(pidns uint64, pid int, start uint64) (procs.Process, bool) {
+func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process, bool) {
 	p := procs.Process{PID: pid, Start: start}
-	return p, pidns == f.h.PIDNS && f.Alive(p)
+	return p, pidns == here && f.Alive(p)
 }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
