@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -9,8 +10,9 @@ import (
 // that fails is retried every renewRetry, each call abandoned after
 // renewCall (a hung connection is dropped and the next try connects
 // afresh). Unless a renewal lands, the watchdog stops the child at
-// watchdogAt: the lease's end less the kill grace and a tenth of the lease,
-// so that the child is dead before the lease can expire on the server.
+// watchdogAt: the lease's end less the kill grace and the margin, so that
+// the child is dead before the lease can expire on the server. Every
+// ledger call made under the lease has its deadline from here.
 
 // Default leases: a ledger on this host's disk knows no network outage,
 // and a shorter lease frees the key of a frozen owner sooner; a shared
@@ -38,13 +40,75 @@ func renewRetry(lease time.Duration) time.Duration { return min(lease/20, 2*time
 // connection gives way to a retry on a new one.
 func renewCall(lease time.Duration) time.Duration { return min(lease/10, 5*time.Second) }
 
+// margin is the end of the lease kept free: the child is dead, and every
+// ledger call made under the lease has returned, a margin before the
+// lease can expire, so that no other run can take the key meanwhile.
+func margin(lease time.Duration) time.Duration { return lease / 10 }
+
+// watchdogAt is when a running child must be stopped unless the lease,
+// which lapses at until, is renewed first: early enough that the child is
+// dead after the kill grace, with the margin to spare.
+func watchdogAt(until time.Time, lease, grace time.Duration) time.Time {
+	return until.Add(-grace - margin(lease))
+}
+
+// callsEnd is when a ledger call made while no child runs must have
+// returned, the lease lapsing at until.
+func callsEnd(until time.Time, lease time.Duration) time.Time { return until.Add(-margin(lease)) }
+
+// renewalEnd is when a renewal that starts at now must have returned: by
+// callsEnd, or after renewCall if that is sooner (a hung call gives way
+// to a retry).
+func renewalEnd(now, until time.Time, lease time.Duration) time.Time {
+	return earlier(callsEnd(until, lease), now.Add(renewCall(lease)))
+}
+
+// watchedRenewalEnd is when a renewal that starts at now while a child
+// runs must have returned: by watchdog (watchdogAt), or after renewCall if
+// that is sooner. Past the watchdog's time (idem itself was paused) the
+// renewal still gets the kill grace to say whether the lease is lost,
+// while the child is being stopped.
+func watchedRenewalEnd(now, watchdog time.Time, lease, grace time.Duration) time.Time {
+	if watchdog.Before(now.Add(grace)) {
+		return now.Add(grace)
+	}
+	return earlier(watchdog, now.Add(renewCall(lease)))
+}
+
+// releaseEnd is when a Release that starts at now must have returned: the
+// margin before the lease lapses at until, and at least the margin from
+// now.
+func releaseEnd(now, until time.Time, lease time.Duration) time.Time {
+	return now.Add(max(until.Sub(now)-margin(lease), margin(lease)))
+}
+
+// outcomeTriesEnd is when the tries to write an outcome end: a margin
+// before callsEnd, so that the release after them (releaseEnd) still comes
+// before another run can take the key.
+func outcomeTriesEnd(until time.Time, lease time.Duration) time.Time {
+	return until.Add(-2 * margin(lease))
+}
+
+// retryFits reports whether a retry after a failed renewal (renewRetry),
+// waited from now, still comes before by.
+func retryFits(now, by time.Time, lease time.Duration) bool {
+	return now.Add(renewRetry(lease)).Before(by)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // Tolerance is the longest ledger outage a run with this lease and kill
 // grace rides out without its command being stopped, however the outage
 // falls: one that begins just after a renewal and ends in time for a
 // retry (after a call that hung until renewCall) to land before the
 // watchdog acts.
 func Tolerance(lease, grace time.Duration) time.Duration {
-	return lease - lease/10 - grace - renewRetry(lease) - renewCall(lease)
+	return lease - margin(lease) - grace - renewRetry(lease) - renewCall(lease)
 }
 
 // CheckLease refuses a lease and kill grace that leave no margin: the
@@ -58,4 +122,33 @@ func CheckLease(lease, grace time.Duration) error {
 		return fmt.Errorf("--kill-grace %s leaves no margin in --lease %s: a command that must be stopped (its lease cannot be renewed) has to be dead before the lease expires", grace, lease)
 	}
 	return nil
+}
+
+// watchdogAt is when the running child must be stopped unless the lease
+// is renewed first (watchdogAt above). Every ledger call while the child
+// runs has it as its deadline.
+func (inv *invocation) watchdogAt() time.Time {
+	return watchdogAt(inv.leaseUntil, inv.o.Lease, inv.o.KillGrace)
+}
+
+// callCtx is the context of one ledger call that must return by until (on
+// the runner's clock): it outlives ctx's cancellation (a stopping idem
+// still holds its lease and records its outcome), not the deadline.
+func (inv *invocation) callCtx(ctx context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.WithoutCancel(ctx), time.Now().Add(until.Sub(inv.r.Clock.Now())))
+}
+
+// leaseCtx is the context of a ledger call while no child runs (callsEnd).
+func (inv *invocation) leaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.callCtx(ctx, callsEnd(inv.leaseUntil, inv.o.Lease))
+}
+
+// renewCtx is the context of one renewal while no child runs (renewalEnd).
+func (inv *invocation) renewCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.callCtx(ctx, renewalEnd(inv.r.Clock.Now(), inv.leaseUntil, inv.o.Lease))
+}
+
+// releaseCtx is the context of a Release (releaseEnd).
+func (inv *invocation) releaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.callCtx(ctx, releaseEnd(inv.r.Clock.Now(), inv.leaseUntil, inv.o.Lease))
 }

@@ -45,3 +45,35 @@ func TestLeaseArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseDeadlines: every deadline of a call made under the lease, for a
+// 60s lease (margin 6s, renewCall 5s, renewRetry 2s) and a 10s grace,
+// lapsing at 60s.
+func TestLeaseDeadlines(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	const lease, grace = time.Minute, 10 * time.Second
+	until := at(lease)
+	for _, c := range []struct {
+		name      string
+		got, want time.Time
+	}{
+		{"the watchdog: the end less the grace and the margin", watchdogAt(until, lease, grace), at(44 * time.Second)},
+		{"a call while no child runs", callsEnd(until, lease), at(54 * time.Second)},
+		{"a renewal, bounded by renewCall", renewalEnd(at(0), until, lease), at(5 * time.Second)},
+		{"a late renewal, bounded by callsEnd", renewalEnd(at(52*time.Second), until, lease), at(54 * time.Second)},
+		{"a renewal under the watchdog, bounded by renewCall", watchedRenewalEnd(at(0), at(44*time.Second), lease, grace), at(5 * time.Second)},
+		{"a renewal under the watchdog, bounded by it (a 1s grace)", watchedRenewalEnd(at(41*time.Second), at(44*time.Second), lease, time.Second), at(44 * time.Second)},
+		{"a renewal past the watchdog gets the grace", watchedRenewalEnd(at(40*time.Second), at(44*time.Second), lease, grace), at(50 * time.Second)},
+		{"a release, the margin before the end", releaseEnd(at(10*time.Second), until, lease), at(54 * time.Second)},
+		{"a late release still has the margin", releaseEnd(at(58*time.Second), until, lease), at(64 * time.Second)},
+		{"the outcome's tries end a margin before the release's", outcomeTriesEnd(until, lease), at(48 * time.Second)},
+	} {
+		if !c.got.Equal(c.want) {
+			t.Errorf("%s: %s, want %s", c.name, c.got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+	if !retryFits(at(51*time.Second), at(54*time.Second), lease) || retryFits(at(52*time.Second), at(54*time.Second), lease) {
+		t.Errorf("retryFits: a retry 2s later fits before a deadline 3s away, not before one 2s away")
+	}
+}

@@ -3,17 +3,22 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/idemhq/idem/internal/flagval"
 )
 
 // The IDEM_RETRY_AFTER files live in a private directory of the user's
 // under the temporary directory, named after the run that made them:
-// "NS-PID-RANDOM", NS the PID namespace's inode (0 where there is none).
+// "NS-PID-RANDOM", NS the PID namespace (Host.PIDNS: 0 where none is known).
 // A run removes its file when it ends; a run killed with SIGKILL cannot,
 // so every run first removes the files of runs in its PID namespace whose
 // process is gone. (Files of other namespaces are left: their pids mean
@@ -36,17 +41,10 @@ func retryAfterDir() string {
 	return dir
 }
 
-func pidNamespace() uint64 {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
-		return 0
-	}
-	return st.Ino
-}
-
 // newRetryAfterFile creates this run's IDEM_RETRY_AFTER file, after
-// removing those that killed runs left behind.
-func newRetryAfterFile() (string, error) {
+// removing those that killed runs in PID namespace ns (Host.PIDNS) left
+// behind.
+func newRetryAfterFile(ns uint64) (string, error) {
 	dir := retryAfterDir()
 	if dir == "" {
 		f, err := os.CreateTemp("", "idem-retry-after-*") // no private directory: the old way
@@ -55,7 +53,6 @@ func newRetryAfterFile() (string, error) {
 		}
 		return f.Name(), f.Close()
 	}
-	ns := pidNamespace()
 	reclaimRetryAfter(dir, ns)
 	f, err := os.CreateTemp(dir, fmt.Sprintf("%d-%d-*", ns, os.Getpid()))
 	if err != nil {
@@ -85,4 +82,68 @@ func reclaimRetryAfter(dir string, ns uint64) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// retryAfterMax bounds what idem reads from the IDEM_RETRY_AFTER file.
+const retryAfterMax = 256
+
+// nextDelay is the backoff after attempt n, or what the child asked for in
+// IDEM_RETRY_AFTER, capped by --max-delay. Unreadable content is ignored
+// with a warning.
+func (inv *invocation) nextDelay() time.Duration {
+	d := inv.o.Backoff.Delay(inv.n, inv.r.Rand)
+	if inv.retryAfter == "" {
+		return d
+	}
+	f, err := os.Open(inv.retryAfter)
+	if err != nil {
+		return d
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, retryAfterMax+1))
+	f.Close()
+	if len(b) == 0 {
+		return d
+	}
+	os.Truncate(inv.retryAfter, 0) // one request, one delay
+	asked, err := parseRetryAfter(string(b))
+	if err != nil || len(b) > retryAfterMax {
+		shown := string(b)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		inv.res.Warnings = append(inv.res.Warnings, fmt.Sprintf(
+			"attempt %d wrote %q to IDEM_RETRY_AFTER: not a duration (want e.g. 30s, 1m or a number of seconds); ignored", inv.n, shown))
+		return d
+	}
+	return min(asked, inv.o.Backoff.Max)
+}
+
+// parseRetryAfter accepts a duration ("30s", "1m", "1d") or plain,
+// possibly fractional, seconds ("30", "1.5").
+func parseRetryAfter(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if plainSeconds(s) {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f >= math.MaxInt64/float64(time.Second) {
+			return 0, fmt.Errorf("%q: out of range", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return flagval.ParseDuration(s)
+}
+
+// plainSeconds reports whether s is digits with at most one '.'.
+func plainSeconds(s string) bool {
+	digits, dots := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case '0' <= s[i] && s[i] <= '9':
+			digits++
+		case s[i] == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && dots <= 1
 }

@@ -106,8 +106,9 @@ type Finder interface {
 	// Owner returns the process that is pid in the PID namespace whose
 	// inode is pidns and that started at start (an idem named by the
 	// ledger), when it runs and this process can see it: in its own
-	// namespace, or in one below it (a container seen from its host).
-	Owner(pidns uint64, pid int, start uint64) (Process, bool)
+	// namespace, here (the caller's Host.PIDNS, read once), or in one
+	// below it (a container seen from its host).
+	Owner(here, pidns uint64, pid int, start uint64) (Process, bool)
 }
 
 // keyOffset is the byte of the lock file that stands for key: FNV-1a, in

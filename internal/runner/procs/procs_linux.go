@@ -75,12 +75,12 @@ func earlier(environ []byte, before Run) (Run, bool) {
 	return Run{}, false
 }
 
-func (f procFinder) Owner(pidns uint64, pid int, start uint64) (Process, bool) {
+func (f procFinder) Owner(here, pidns uint64, pid int, start uint64) (Process, bool) {
 	p := Process{PID: pid, Start: start}
 	if pid <= 0 {
 		return p, false
 	}
-	if pidns == 0 || pidns == f.nsOf("self") {
+	if pidns == 0 || pidns == here {
 		return p, f.Alive(p)
 	}
 	// Another namespace: visible only when it is below this one. Look for

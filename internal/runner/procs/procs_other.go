@@ -30,7 +30,7 @@ func Lock(path, key string) (*os.File, bool, error) { return nil, false, nil }
 
 // Owner finds pid only when it is in this process's own namespace (pidns
 // 0: no namespaces here) and alive; its start time cannot be checked.
-func (n noFinder) Owner(pidns uint64, pid int, start uint64) (Process, bool) {
+func (n noFinder) Owner(_, pidns uint64, pid int, start uint64) (Process, bool) {
 	p := Process{PID: pid}
 	return p, pidns == 0 && n.Alive(p)
 }

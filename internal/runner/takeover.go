@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner/procs"
+)
+
+// stopSignal is the one signal policy for stopping processes, idem's own
+// run's and an earlier run's alike: SIGTERM until the kill grace since the
+// first signal has passed, SIGKILL after it. Signals to idem meanwhile are
+// passed on as they are, again and again, and never shorten the grace:
+// whoever wants the processes dead at once sends SIGKILL.
+func stopSignal(first, now time.Time, grace time.Duration) syscall.Signal {
+	if now.Sub(first) >= grace {
+		return syscall.SIGKILL
+	}
+	return syscall.SIGTERM
+}
+
+// stopRun stops, on this host, every process of a run of the key that is
+// before (procs.Run.Before: an earlier invocation, or this one's earlier
+// attempt) and the abandoned owner's idem (ab, when it ran in this PID
+// namespace), and returns once none is left, with how many it found: each
+// gets SIGTERM (and SIGCONT, so that a stopped one can act on it) when
+// first seen and SIGKILL once it has had the kill grace (stopSignal); the
+// scan is repeated until it finds nothing. inv, when the caller owns the
+// key, keeps its lease meanwhile, and a signal to idem is kept in
+// inv.signalled (the next attempt does not start). Nothing is written to
+// the ledger: a taker that dies here forgets nothing, the next scans again.
+func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, grace time.Duration, inv *invocation) (int, error) {
+	finder := r.Procs
+	if finder == nil {
+		finder = pidOnly{r.Host}
+	}
+	idem, isIdem := r.abandonedIdem(finder, ab)
+	if r.Procs == nil && !isIdem {
+		return 0, nil
+	}
+	seen := map[procs.Process]time.Time{}
+	var renew <-chan time.Time
+	if inv != nil {
+		renew = r.Clock.After(renewEvery(inv.o.Lease))
+	}
+	var interrupted syscall.Signal
+	for empty := 0; ; {
+		found, _ := finder.Find(before)
+		if isIdem && finder.Alive(idem) {
+			found = append(found, idem)
+		}
+		// A scan reads the process list first: a process forked meanwhile
+		// by one that then exited is in neither. Only a second empty scan,
+		// a poll later, says that none is left.
+		if len(found) == 0 {
+			if empty++; empty == 2 || len(seen) == 0 {
+				break
+			}
+		} else {
+			empty = 0
+		}
+		signalFound(finder, found, seen, r.Clock.Now(), grace)
+		select {
+		case <-r.Clock.After(groupPoll):
+		case s := <-r.Signals:
+			if interrupted == 0 {
+				interrupted = toSignal(s)
+			}
+		case <-renew:
+			next, err := inv.keepLease(ctx)
+			if err != nil {
+				return len(seen), asLeaseLost(err, inv.o.Key, false)
+			}
+			renew = r.Clock.After(next)
+		}
+	}
+	if interrupted != 0 {
+		if inv == nil {
+			return len(seen), &InterruptedError{Key: before.Key, Signal: interrupted}
+		}
+		if inv.signalled == 0 {
+			inv.signalled = interrupted
+		}
+	}
+	return len(seen), nil
+}
+
+// abandonedIdem is the abandoned owner's idem (ab, nil: none), when it
+// runs in this PID namespace or one below it.
+func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner) (procs.Process, bool) {
+	if ab == nil || r.Host.BootID == "" || ab.BootID != r.Host.BootID {
+		return procs.Process{}, false
+	}
+	return finder.Owner(r.Host.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+}
+
+// signalFound gives each process a scan found the signal it is due
+// (stopSignal, counted from when seen first saw it) and SIGCONT, so that a
+// stopped one can act on it.
+func signalFound(finder procs.Finder, found []procs.Process, seen map[procs.Process]time.Time, now time.Time, grace time.Duration) {
+	for _, p := range found {
+		p.Run = procs.Run{}
+		first, ok := seen[p]
+		if !ok {
+			seen[p], first = now, now
+		}
+		finder.Signal(p, stopSignal(first, now, grace))
+		finder.Signal(p, syscall.SIGCONT)
+	}
+}
+
+// pidOnly is the Finder without Procs: it finds nothing by identity, and
+// checks and signals a pid by its start time.
+type pidOnly struct{ h Host }
+
+func (pidOnly) Find(procs.Run) ([]procs.Process, error) { return nil, nil }
+func (f pidOnly) Alive(p procs.Process) bool {
+	st, err := f.h.stat(p.PID)
+	return err == nil && !st.gone() && st.start == p.Start
+}
+func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process, bool) {
+	p := procs.Process{PID: pid, Start: start}
+	return p, pidns == here && f.Alive(p)
+}
+func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
+	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
+}
