@@ -22,7 +22,6 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -166,11 +165,11 @@ func leaseTolerance() string {
 		secs(runner.Tolerance(local, runner.DefaultGrace(local))), secs(local))
 }
 
-// sharedLedger reports whether the ledger is a PostgreSQL database rather
-// than a file on this host.
+// sharedLedger reports whether the ledger is shared by hosts (a
+// PostgreSQL database) rather than a file on this host.
 func (a *app) sharedLedger() bool {
 	loc, err := a.ledgerPath()
-	return err == nil && postgres.IsDSN(loc.path)
+	return err == nil && loc.Shared()
 }
 
 // check validates flag values that their types cannot, and settles the
@@ -298,7 +297,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	probe.At("signals")
 
-	l, err := a.openRunLedger(ctx, o.Deadline)
+	l, loc, err := a.openRunLedger(ctx, o.Deadline)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -308,8 +307,8 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: childEnviron(a.environ),
-		Procs: procs.New(), LockPath: a.runLockPath(l),
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ),
+		Procs: procs.New(), LockPath: a.runLockPath(loc, l),
 	}
 	ro := o.Options
 	ro.Fingerprint = fp
@@ -333,19 +332,19 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 // openRunLedger opens the ledger within --deadline (connecting to a
 // server is retried while its failures may pass): a deadline that passes
 // first is the deadline's error, exit 75.
-func (a *app) openRunLedger(ctx context.Context, deadline time.Duration) (ledger.Ledger, error) {
+func (a *app) openRunLedger(ctx context.Context, deadline time.Duration) (ledger.Ledger, ledgerLocation, error) {
 	if deadline <= 0 {
 		return a.openLedger(ctx)
 	}
 	dctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	l, err := a.openLedger(dctx)
+	l, loc, err := a.openLedger(dctx)
 	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
-		return nil, &exitError{code: exitcode.TempFail, reason: "deadline",
+		return nil, loc, &exitError{code: exitcode.TempFail, reason: "deadline",
 			msg:  fmt.Sprintf("--deadline %s passed while connecting to the ledger; nothing ran: %v", deadline, err),
 			hint: "check that the ledger is reachable, or allow a longer --deadline"}
 	}
-	return l, err
+	return l, loc, err
 }
 
 // render prints what a finished invocation owes the user: a replay's

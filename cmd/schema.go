@@ -67,7 +67,7 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 			return usagef("name the runtime role: --grant ROLE", "--grant is empty")
 		}
 	}
-	schema, err := a.ledgerSchema()
+	schema, err := ledgerSchema(a.getenv)
 	if err != nil {
 		return err
 	}
@@ -77,18 +77,15 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 		}
 		return nil
 	}
-	loc, err := a.ledgerPath()
+	loc, err := a.ledger()
 	if err != nil {
 		return err
 	}
-	if err := checkScheme(loc.path); err != nil {
-		return err
-	}
-	if !postgres.IsDSN(loc.path) {
+	if _, ok := loc.Backend().(postgresBackend); !ok {
 		return usagef("point --ledger or IDEM_LEDGER at the PostgreSQL database (postgres://USER@HOST:PORT/DATABASE)",
 			"idem schema --apply is for a PostgreSQL ledger; a SQLite ledger makes its own schema")
 	}
-	res, err := postgres.Apply(ctx, loc.path, schema, o.grants)
+	res, err := postgres.Apply(ctx, loc.Value(), schema, o.grants)
 	if err != nil {
 		return err
 	}
