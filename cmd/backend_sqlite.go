@@ -34,6 +34,9 @@ func (sqliteBackend) Open(ctx context.Context, path string, o location.Options) 
 	if err != nil {
 		return nil, err
 	}
+	if o.Now != nil {
+		l.Now = o.Now // this host stamps the records
+	}
 	for _, f := range l.Tightened {
 		o.Warn(f + ": the ledger holds command output, so others may not read it")
 	}

@@ -106,7 +106,8 @@ func (a *app) runLockPath(loc ledgerLocation, l ledger.Ledger) string {
 // open opens the ledger at loc as opts says, with the backend's warnings
 // shown and a login refused inside a run explained (loginError).
 func (a *app) open(ctx context.Context, loc ledgerLocation, opts ledger.Options) (ledger.Ledger, error) {
-	l, err := loc.Open(ctx, location.Options{Options: opts, Getenv: a.getenv, Warn: func(msg string) { a.ui.warnf("%s", msg) }})
+	l, err := loc.Open(ctx, location.Options{Options: opts, Now: a.now, Getenv: a.getenv,
+		Warn: func(msg string) { a.ui.warnf("%s", msg) }})
 	if err != nil {
 		return nil, a.loginError(loc, err)
 	}

@@ -58,7 +58,12 @@ func backends() *location.Registry {
 // Main runs idem with args and returns the process exit code. It is the only
 // place that prints errors and picks exit codes.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newApp(stdout, stderr)
+	return newApp(stdout, stderr).main(ctx, args)
+}
+
+// main is Main for the app a, which a test may have given another clock,
+// environment or backends.
+func (a *app) main(ctx context.Context, args []string) int {
 	root := newRootCmd(a, args)
 	root.SetArgs(args)
 	c, err := root.ExecuteContextC(ctx)

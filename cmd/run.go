@@ -106,10 +106,10 @@ build one from arbitrary parts with 'idem key'.`,
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
-			started := time.Now()
+			started := a.now()
 			res, code, err := runRun(c.Context(), a, o)
 			if o.report != "" {
-				r := buildReport(o.Key, res, code, err, started, time.Now())
+				r := buildReport(o.Key, res, code, err, started, a.now())
 				r.Ledger, r.Command = a.ledgerDescription(), o.Argv
 				writeReport(a, o.report, r)
 			}
@@ -320,12 +320,12 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
 	res, err := r.Run(ctx, ro)
 	if err != nil {
-		return nil, 0, runError(err, ro, ledger.NowOf(l, time.Now))
+		return nil, 0, runError(err, ro, ledger.NowOf(l, a.now))
 	}
 	for _, w := range res.Warnings {
 		u.warnf("%s", w)
 	}
-	render(a, u, res, ledger.NowOf(l, time.Now))
+	render(a, u, res, ledger.NowOf(l, a.now))
 	return res, res.Exit(), nil
 }
 

@@ -10,6 +10,7 @@ package location
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -51,6 +52,10 @@ type Backend interface {
 // Options says how Backend.Open opens a ledger.
 type Options struct {
 	ledger.Options
+	// Now is this host's clock, for a ledger whose records this host
+	// stamps (a file); a server's ledger keeps the server's clock. Nil:
+	// the backend's own.
+	Now func() time.Time
 	// Getenv reads the environment for what the location does not say
 	// (a PostgreSQL ledger's schema).
 	Getenv func(string) string
