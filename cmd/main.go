@@ -174,7 +174,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
-	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp())
+	lazyHelpTemplate(root, func() string { return helpTemplate() + exitStatusHelp() })
 	if name := invoked(args); name != "" {
 		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true

@@ -152,6 +152,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see README)")
+	lazyHelpTemplate(c, func() string { return helpTemplate() + runExitStatusHelp() })
 	return c
 }
 
