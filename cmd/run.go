@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -243,59 +242,12 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	u.quiet = o.quiet
 	stderr := &lineWriter{w: a.stderr}
 	u.w = stderr
-	in := fingerprint.Input{Argv: o.Argv}
-	switch {
-	case o.payloadSet:
-		in.Payload, in.HasPayload = []byte(o.payload), true
-	case o.payloadFile != "":
-		b, err := readPayload(o.payloadFile)
-		if err != nil {
-			return nil, 0, err
-		}
-		in.Payload, in.HasPayload = b, true
-	}
-	for _, name := range o.fingerprintEnv {
-		v, ok := lookupEnv(a.environ, name)
-		in.Env = append(in.Env, fingerprint.EnvVar{Name: name, Value: v, Set: ok})
-	}
-	var spooled []byte
-	if o.stdinMode == "spool" {
-		if a.stdin != nil && isTerminal(a.stdin) {
-			// Otherwise idem seems to hang, waiting for the end of input.
-			u.noticef("--stdin spool reads all of stdin before the command starts: type it, then Ctrl-D")
-		}
-		b, err := readLimited(a.stdin, o.MaxOutput)
-		if err != nil {
-			return nil, 0, err
-		}
-		sum := sha256.Sum256(b)
-		spooled, in.Stdin = b, sum[:]
-	}
-	fp, err := fingerprint.Sum(in)
+	fp, spooled, err := o.fingerprint(a, u)
 	if err != nil {
-		var dup *fingerprint.DuplicateKeyError
-		if errors.As(err, &dup) {
-			return nil, 0, &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
-		}
-		return nil, 0, usagef("see 'idem run --help'", "%v", err)
+		return nil, 0, err
 	}
 	probe.At("parsed")
-
-	// There is no signal.Stop: idem exits next, and Stop, like Notify,
-	// waits for a round trip to the runtime's signal thread per signal.
-	// (Registering them in a goroutine while the ledger opens measured
-	// slower on two cores.)
-	// A signal that idem's parent set to ignore (nohup, a shell's
-	// background job) stays ignored, for idem and for the command.
-	sigs := make(chan os.Signal, 4)
-	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
-		if !signal.Ignored(s) {
-			signal.Notify(sigs, s)
-		}
-	}
-	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
-	// killing idem; the handler is reset to default in the child by exec.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sigs := notifySignals()
 	probe.At("signals")
 
 	l, loc, err := a.openRunLedger(ctx, o.Deadline)
@@ -328,6 +280,68 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	}
 	render(a, u, res, ledger.NowOf(l, a.now))
 	return res, res.Exit(), nil
+}
+
+// fingerprint is the run's fingerprint: the command, the payload, the
+// --fingerprint-env values and, with --stdin spool, the hash of stdin,
+// which it reads whole and returns.
+func (o *runOptions) fingerprint(a *app, u *ui) (fp string, spooled []byte, err error) {
+	in := fingerprint.Input{Argv: o.Argv}
+	switch {
+	case o.payloadSet:
+		in.Payload, in.HasPayload = []byte(o.payload), true
+	case o.payloadFile != "":
+		b, err := readPayload(o.payloadFile)
+		if err != nil {
+			return "", nil, err
+		}
+		in.Payload, in.HasPayload = b, true
+	}
+	for _, name := range o.fingerprintEnv {
+		v, ok := lookupEnv(a.environ, name)
+		in.Env = append(in.Env, fingerprint.EnvVar{Name: name, Value: v, Set: ok})
+	}
+	if o.stdinMode == "spool" {
+		if a.stdin != nil && isTerminal(a.stdin) {
+			// Otherwise idem seems to hang, waiting for the end of input.
+			u.noticef("--stdin spool reads all of stdin before the command starts: type it, then Ctrl-D")
+		}
+		b, err := readLimited(a.stdin, o.MaxOutput)
+		if err != nil {
+			return "", nil, err
+		}
+		sum := sha256.Sum256(b)
+		spooled, in.Stdin = b, sum[:]
+	}
+	fp, err = fingerprint.Sum(in)
+	if err != nil {
+		var dup *fingerprint.DuplicateKeyError
+		if errors.As(err, &dup) {
+			return "", nil, &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
+		}
+		return "", nil, usagef("see 'idem run --help'", "%v", err)
+	}
+	return fp, spooled, nil
+}
+
+// notifySignals catches the signals idem forwards to the command.
+func notifySignals() chan os.Signal {
+	// There is no signal.Stop: idem exits next, and Stop, like Notify,
+	// waits for a round trip to the runtime's signal thread per signal.
+	// (Registering them in a goroutine while the ledger opens measured
+	// slower on two cores.)
+	// A signal that idem's parent set to ignore (nohup, a shell's
+	// background job) stays ignored, for idem and for the command.
+	sigs := make(chan os.Signal, 4)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
+	// killing idem; the handler is reset to default in the child by exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return sigs
 }
 
 // openRunLedger opens the ledger within --deadline (connecting to a
@@ -390,156 +404,6 @@ func outputNote(rec *ledger.Record) string {
 		return "; output was not stored (--no-output)"
 	}
 	return ""
-}
-
-// runError turns the runner's errors into idem's messages and exit codes;
-// now is on the ledger's clock, which stamped the records.
-func runError(err error, o runner.Options, now time.Time) error {
-	var (
-		mismatch   *ledger.MismatchError
-		busy       *runner.BusyError
-		held       *runner.HeldError
-		start      *runner.StartError
-		lapsed     *runner.LeaseLapsedError
-		waited     *runner.WaitTimeoutError
-		late       *runner.DeadlineError
-		intr       *runner.InterruptedError
-		lost       *runner.LeaseLostError
-		unrecorded *runner.OutcomeError
-	)
-	switch {
-	case errors.As(err, &mismatch):
-		return mismatchError(mismatch.Record, o.Argv, now)
-	case errors.As(err, &busy):
-		rec := busy.Record
-		return &exitError{code: exitcode.TempFail, reason: "busy",
-			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
-				rec.Key, rec.Owner.Host, rec.Owner.PID, age(now.Sub(rec.Started)), rec.Attempts, rec.MaxAttempts),
-			hint: "retry later, or wait for it with --wait"}
-	case errors.As(err, &held):
-		return &exitError{code: exitcode.TempFail,
-			msg: fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see (another PID namespace, such as a container sharing the ledger, or processes that cleared their environment); nothing ran",
-				held.Key),
-			hint: "retry once they have ended; 'fuser -v " + held.LockPath + "' lists the processes on this host that hold the lock file"}
-	case errors.As(err, &start):
-		return startError(start)
-	case errors.As(err, &waited):
-		rec := waited.Record
-		why, reason := "--wait-timeout "+o.WaitTimeout.String(), "wait_timeout"
-		if waited.Deadline {
-			why, reason = "--deadline "+o.Deadline.String(), "deadline"
-		}
-		if rec == nil {
-			return &exitError{code: exitcode.TempFail, reason: reason,
-				msg:  fmt.Sprintf("%s reached while the ledger had not answered for key %q; nothing ran", why, waited.Key),
-				hint: "check that the ledger is reachable, and look for a long transaction holding its rows"}
-		}
-		return &exitError{code: exitcode.TempFail, reason: reason,
-			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
-				why, rec.Key, rec.Owner.Host, rec.Owner.PID, rec.Attempts, rec.MaxAttempts),
-			hint: "retry later, or wait longer"}
-	case errors.As(err, &late):
-		return &exitError{code: exitcode.TempFail, reason: "deadline",
-			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.Deadline, late.Key),
-			hint: "retry later, or allow a longer --deadline"}
-	case errors.As(err, &intr):
-		msg := fmt.Sprintf("interrupted by %s before key %q ran; nothing ran", signalName(intr.Signal), intr.Key)
-		if intr.Waiting {
-			msg = fmt.Sprintf("interrupted by %s while waiting for key %q; nothing ran and the record was not touched",
-				signalName(intr.Signal), intr.Key)
-		}
-		return &exitError{code: exitcode.Signaled(int(intr.Signal)), msg: msg, reason: "interrupted"}
-	case errors.Is(err, ledger.ErrLeaseLost):
-		what := "its result was not recorded"
-		if errors.As(err, &lost) && lost.Stopped {
-			what = "the command was stopped and nothing was recorded"
-		}
-		return &exitError{code: exitcode.TempFail, reason: "lease_lost",
-			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
-			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
-	case errors.As(err, &unrecorded):
-		what := "the key stays in progress: the next run takes it over and runs the command again"
-		if unrecorded.Released {
-			what = "the key was left retryable, this attempt not counted: its next run runs the command again"
-		}
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(unrecorded.Err, &se) && se.Hint != "" {
-			hint = se.Hint
-		}
-		return &exitError{code: exitcode.IOErr,
-			msg: fmt.Sprintf("key %q: the command ended (%s, exit %d) but its outcome could not be recorded: %v; %s",
-				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: hint}
-	case errors.As(err, &lapsed):
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
-			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
-		}
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
-	}
-	return err
-}
-
-// startError explains why idem could not start the command: what a shell
-// would say, a directory or a missing #! interpreter included.
-func startError(e *runner.StartError) error {
-	const none = "; nothing ran and nothing was recorded"
-	msg, hint := e.Error(), "check the command's name and PATH, or give its full path"
-	if e.Code == exitcode.CannotExec {
-		hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
-	}
-	fi, statErr := os.Stat(e.Path)
-	switch {
-	case statErr == nil && fi.IsDir():
-		msg, hint = "command is a directory: "+e.Path, "name the program to run, not its directory"
-	case statErr == nil && e.Code == exitcode.NotFound:
-		// The file is there: what is missing is the interpreter its #!
-		// line names (the kernel reports ENOENT for both).
-		if interp, ok := shebang(e.Path); ok {
-			msg = fmt.Sprintf("cannot run %s: its interpreter %s (from its #! line) was not found", e.Path, interp)
-			hint = "install that interpreter, or fix the script's first line"
-		}
-	}
-	return &exitError{code: e.Code, msg: msg + none, hint: hint}
-}
-
-// shebang returns the interpreter a script's #! line names.
-func shebang(path string) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	b := make([]byte, 256)
-	n, _ := io.ReadFull(f, b)
-	line, _, _ := strings.Cut(string(b[:n]), "\n")
-	rest, ok := strings.CutPrefix(line, "#!")
-	if !ok {
-		return "", false
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", false
-	}
-	return fields[0], true
-}
-
-// mismatchError says what differs between a record and a run of its key
-// with another fingerprint. Only the command is stored as it was; the
-// payload, stdin and --fingerprint-env values are stored as one hash, so
-// when the command is the same, one of those differs.
-func mismatchError(rec *ledger.Record, argv []string, now time.Time) error {
-	when := fmt.Sprintf("%s, %s ago", rec.Status, age(now.Sub(rec.OutcomeTime())))
-	msg := fmt.Sprintf("key %q was recorded for a different payload, stdin or environment (--fingerprint-env) with the same command %s (%s); nothing ran",
-		rec.Key, quoteArgv(rec.Command), when)
-	if !slices.Equal(rec.Command, argv) {
-		msg = fmt.Sprintf("key %q was recorded for a different command: %s (%s), not %s; nothing ran",
-			rec.Key, quoteArgv(rec.Command), when, quoteArgv(argv))
-	}
-	hint := fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)
-	if rec.Status == ledger.StatusSucceeded {
-		hint = fmt.Sprintf("use another key: it succeeded, and 'idem purge %s' would let it run, and its side effect happen, a second time", rec.Key)
-	}
-	return &exitError{code: exitcode.DataErr, msg: msg, hint: hint}
 }
 
 func lookupEnv(env []string, name string) (string, bool) {
