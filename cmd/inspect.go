@@ -361,31 +361,6 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	}
 }
 
-func statusCell(r *ledger.Record, now time.Time) string {
-	s := string(r.Status)
-	switch {
-	case r.Expired(now):
-		s += " (expired)"
-	case r.Status == ledger.StatusInProgress && !r.Live(now, nil):
-		s += " (lease expired)"
-	}
-	return s
-}
-
-func exitCell(r *ledger.Record) string {
-	if !r.HasExit {
-		return "-"
-	}
-	return strconv.Itoa(r.ExitCode)
-}
-
-func durationCell(r *ledger.Record, now time.Time) string {
-	if r.Status == ledger.StatusInProgress {
-		return span(now.Sub(r.Started)) + "+"
-	}
-	return span(r.Duration)
-}
-
 func parseStatuses(in []string) ([]ledger.Status, error) {
 	var out []ledger.Status
 	for _, s := range in {
