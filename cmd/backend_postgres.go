@@ -72,6 +72,18 @@ func (postgresBackend) CheckBackup() error {
 		"idem backup copies a SQLite ledger; this ledger is a PostgreSQL database")
 }
 
+// schemaSQL is the DDL of the ledger's schema, with the grants of roles
+// ('idem schema').
+func (postgresBackend) schemaSQL(schema string, roles []string) string {
+	return postgres.SchemaSQL(schema, roles)
+}
+
+// apply creates or migrates the ledger's schema at dsn and grants roles
+// the runtime rights ('idem schema --apply').
+func (postgresBackend) apply(ctx context.Context, dsn, schema string, roles []string) (*postgres.Applied, error) {
+	return postgres.Apply(ctx, dsn, schema, roles)
+}
+
 // schemaVar names the PostgreSQL schema of the ledger, for a DBA who
 // keeps more than one ledger in a database (a staging fleet beside
 // production) or has a naming rule. It is not a DSN parameter: pgx sends

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 type schemaOptions struct {
@@ -72,7 +71,7 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 		return err
 	}
 	if !o.apply {
-		if _, err := fmt.Fprint(a.stdout, postgres.SchemaSQL(schema, o.grants)); err != nil {
+		if _, err := fmt.Fprint(a.stdout, postgresBackend{}.schemaSQL(schema, o.grants)); err != nil {
 			return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the SQL: %v", err)}
 		}
 		return nil
@@ -81,11 +80,12 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := loc.Backend().(postgresBackend); !ok {
+	pg, ok := loc.Backend().(postgresBackend)
+	if !ok {
 		return usagef("point --ledger or IDEM_LEDGER at the PostgreSQL database (postgres://USER@HOST:PORT/DATABASE)",
 			"idem schema --apply is for a PostgreSQL ledger; a SQLite ledger makes its own schema")
 	}
-	res, err := postgres.Apply(ctx, loc.Value(), schema, o.grants)
+	res, err := pg.apply(ctx, loc.Value(), schema, o.grants)
 	if err != nil {
 		return err
 	}
