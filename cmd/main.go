@@ -160,7 +160,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 				return usagef("name a ledger file, or leave --ledger out to use IDEM_LEDGER or the default", "--ledger is empty")
 			}
 			a.ui = newUI(a)
-			if loc, err := a.backends.Lookup(a.ledgerFlag); a.ledgerFlag != "" && err == nil && loc.HasPassword() {
+			if loc, err := a.backends.Lookup(a.ledgerFlag); err == nil && loc.HasPassword() {
 				a.ui.warnf("the password on --ledger is visible to every user of this host (ps) while idem runs: give it in PGPASSFILE or PGPASSWORD, or put the DSN in IDEM_LEDGER")
 			}
 			return nil
