@@ -2,14 +2,15 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
-// backuper is a ledger that can copy itself (SQLite).
+// backuper is a ledger that can copy itself (SQLite; see
+// location.Backend.CheckBackup).
 type backuper interface {
 	Backup(ctx context.Context, dest string) error
 }
@@ -54,8 +55,8 @@ func runBackup(ctx context.Context, a *app, dest string) error {
 	if err != nil {
 		return err
 	}
-	if postgres.IsDSN(loc.path) {
-		return pgBackupError()
+	if err := loc.Backend().CheckBackup(); err != nil {
+		return err
 	}
 	// Not read-only: a read-only open without a -wal is immutable, which a
 	// backup taken while runs write must not be.
@@ -66,16 +67,12 @@ func runBackup(ctx context.Context, a *app, dest string) error {
 	defer l.Close()
 	b, ok := l.(backuper)
 	if !ok {
-		return pgBackupError()
+		// A backend that passes CheckBackup copies itself: a bug.
+		return fmt.Errorf("the ledger %s has no backup", l.Describe())
 	}
 	if err := b.Backup(ctx, dest); err != nil {
 		return err
 	}
 	a.ui.noticef("backed up %s to %s", l.Describe(), dest)
 	return nil
-}
-
-func pgBackupError() error {
-	return usagef("back up a PostgreSQL ledger with the database's own tools: pg_dump --schema=idem, or the server's backups",
-		"idem backup copies a SQLite ledger; this ledger is a PostgreSQL database")
 }

@@ -177,10 +177,24 @@ func explain(err error) (code int, msg, hint string) {
 
 // exitStatusHelp is the root help's EXIT STATUS section: the whole table.
 func exitStatusHelp() string {
+	return exitTableHelp(exitcode.Entry.Plain)
+}
+
+// runExitStatusHelp is run's EXIT STATUS section: the table's rows that
+// run exits with, with what they mean for run.
+func runExitStatusHelp() string {
+	return exitTableHelp(exitcode.Entry.PlainRun)
+}
+
+// exitTableHelp is an EXIT STATUS section of the table's rows, each with
+// meaning's text; a row without one is left out.
+func exitTableHelp(meaning func(exitcode.Entry) string) string {
 	var b strings.Builder
 	b.WriteString("\nEXIT STATUS\n  The command's own exit code when it ran or was replayed, else:\n")
 	for _, e := range exitcode.Table() {
-		fmt.Fprintf(&b, "%5s  %s\n", e.Label(), e.Plain())
+		if m := meaning(e); m != "" {
+			fmt.Fprintf(&b, "%5s  %s\n", e.Label(), m)
+		}
 	}
 	return b.String()
 }
@@ -202,6 +216,18 @@ func exitSection(lines ...exitLine) string {
 		fmt.Fprintf(&b, "%4d  %s\n", l.code, l.meaning)
 	}
 	return b.String()
+}
+
+// lazyHelpTemplate gives c the help template tmpl returns, built when help
+// is shown rather than at every start of idem: a run does not pay for its
+// help. The commands below c that have no template of their own get it
+// too.
+func lazyHelpTemplate(c *cobra.Command, tmpl func() string) {
+	help := c.HelpFunc()
+	c.SetHelpFunc(func(shown *cobra.Command, args []string) {
+		c.SetHelpTemplate(tmpl())
+		help(shown, args)
+	})
 }
 
 // helpTemplate is cobra's default; each command appends its EXIT STATUS.

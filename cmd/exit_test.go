@@ -155,3 +155,31 @@ func checkTable(t *testing.T, what string, got []string) {
 		t.Errorf("%s: EXIT STATUS is\n%s\nwant the exit-code table:\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRunHelpExitStatus: `idem run --help` lists the codes run exits with,
+// with what they mean for run: not inspect's, purge's or key's.
+func TestRunHelpExitStatus(t *testing.T) {
+	code, stdout, _ := runMain(t, "run", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	_, section, ok := strings.Cut(stdout, "\nEXIT STATUS\n")
+	if !ok {
+		t.Fatalf("no EXIT STATUS section:\n%s", stdout)
+	}
+	var want []string
+	for _, e := range exitcode.Table() {
+		if e.Run != "" {
+			want = append(want, fmt.Sprintf("%5s  %s", e.Label(), e.PlainRun()))
+		}
+	}
+	got := strings.Split(strings.TrimSuffix(section, "\n"), "\n")[1:] // after the lead line
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("run's EXIT STATUS is\n%s\nwant run's rows of the table:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, other := range []string{"inspect", "purge", "key did"} {
+		if strings.Contains(section, other) {
+			t.Errorf("run's EXIT STATUS mentions %s:\n%s", other, section)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		return err
 	}
 	if o.since != "" {
-		if f.Since, err = parseSince(o.since, time.Now()); err != nil {
+		if f.Since, err = parseSince(o.since, a.now()); err != nil {
 			return err
 		}
 	}
@@ -143,9 +143,9 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	}
 	// Ages and --since are on the clock that stamped the records (a
 	// PostgreSQL server's), not this host's.
-	now := time.Now()
+	now := a.now()
 	if l != nil {
-		now = ledger.NowOf(l, time.Now)
+		now = ledger.NowOf(l, a.now)
 		if o.since != "" {
 			f.Since, _ = parseSince(o.since, now) // checked above
 		}
@@ -232,7 +232,7 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	if err != nil {
 		return err
 	}
-	now := ledger.NowOf(l, time.Now) // the records' clock
+	now := ledger.NowOf(l, a.now) // the records' clock
 	if o.json {
 		d := detailJSON{recordJSON: toRecordJSON(r, now), StdoutBytes: len(r.Stdout), StderrBytes: len(r.Stderr),
 			History: make([]attemptJSON, len(hist)), StderrTail: stderrTailJSON(r, hist)}
@@ -359,31 +359,6 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
 		io.WriteString(a.stdout, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
 	}
-}
-
-func statusCell(r *ledger.Record, now time.Time) string {
-	s := string(r.Status)
-	switch {
-	case r.Expired(now):
-		s += " (expired)"
-	case r.Status == ledger.StatusInProgress && !r.Live(now, nil):
-		s += " (lease expired)"
-	}
-	return s
-}
-
-func exitCell(r *ledger.Record) string {
-	if !r.HasExit {
-		return "-"
-	}
-	return strconv.Itoa(r.ExitCode)
-}
-
-func durationCell(r *ledger.Record, now time.Time) string {
-	if r.Status == ledger.StatusInProgress {
-		return span(now.Sub(r.Started)) + "+"
-	}
-	return span(r.Duration)
 }
 
 func parseStatuses(in []string) ([]ledger.Status, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -13,51 +12,67 @@ import (
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
-	"github.com/idemhq/idem/internal/ledger/postgres"
-	"github.com/idemhq/idem/internal/ledger/sqlite"
+	"github.com/idemhq/idem/internal/location"
 )
 
-// ledgerLocation is where the ledger lives and how idem found it.
+// ledgerLocation is where the ledger lives, the backend that keeps it,
+// and how idem found it.
 type ledgerLocation struct {
-	path string
+	location.Location
 	// named: the user gave the path (--ledger, IDEM_LEDGER), so its
 	// directory must exist; a default location's directory is created.
 	named bool
-	// service: the path is systemd's $STATE_DIRECTORY, which a login
-	// shell does not have.
-	service bool
 }
 
 // ledgerPath resolves where the ledger lives: --ledger, then IDEM_LEDGER,
 // then $STATE_DIRECTORY/ledger.db (its first entry: a systemd service's
 // StateDirectory=), then $XDG_STATE_HOME/idem/ledger.db, then
 // ~/.local/state/idem/ledger.db, with the home directory from HOME or,
-// without it (a daemon's environment), from the password database.
+// without it (a daemon's environment), from the password database. It
+// does not check the location (see ledger).
 func (a *app) ledgerPath() (ledgerLocation, error) {
-	if a.ledgerFlag != "" {
-		return ledgerLocation{path: a.ledgerFlag, named: true}, nil
+	path, named := a.ledgerFlag, true
+	if path == "" {
+		path = a.getenv("IDEM_LEDGER")
 	}
-	if p := a.getenv("IDEM_LEDGER"); p != "" {
-		return ledgerLocation{path: p, named: true}, nil
+	if path == "" {
+		dir, err := a.stateDir()
+		if err != nil {
+			return ledgerLocation{}, err
+		}
+		path, named = filepath.Join(dir, "ledger.db"), false
 	}
-	dir, service, err := a.stateDir()
+	loc, err := a.backends.Lookup(path)
 	if err != nil {
 		return ledgerLocation{}, err
 	}
-	return ledgerLocation{path: filepath.Join(dir, "ledger.db"), service: service}, nil
+	return ledgerLocation{Location: loc, named: named}, nil
+}
+
+// ledger is ledgerPath, checked: a location that names no ledger its
+// backend can open is a usage error.
+func (a *app) ledger() (ledgerLocation, error) {
+	loc, err := a.ledgerPath()
+	if err != nil {
+		return ledgerLocation{}, err
+	}
+	if err := loc.Check(); err != nil {
+		return ledgerLocation{}, err
+	}
+	return loc, nil
 }
 
 // stateDir is idem's directory for this user's state on this host: the
-// first entry of $STATE_DIRECTORY (a systemd service's StateDirectory=,
-// then service is true), else $XDG_STATE_HOME/idem, else
-// ~/.local/state/idem, with the home directory from HOME or, without it (a
-// daemon's environment), from the password database.
-func (a *app) stateDir() (dir string, service bool, err error) {
+// first entry of $STATE_DIRECTORY (a systemd service's StateDirectory=),
+// else $XDG_STATE_HOME/idem, else ~/.local/state/idem, with the home
+// directory from HOME or, without it (a daemon's environment), from the
+// password database.
+func (a *app) stateDir() (string, error) {
 	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return d, true, nil
+		return d, nil
 	}
 	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "idem"), false, nil
+		return filepath.Join(d, "idem"), nil
 	}
 	home := a.getenv("HOME")
 	if home == "" {
@@ -68,112 +83,46 @@ func (a *app) stateDir() (dir string, service bool, err error) {
 		}
 	}
 	if home == "" {
-		return "", false, &exitError{code: exitcode.IOErr,
+		return "", &exitError{code: exitcode.IOErr,
 			msg:  fmt.Sprintf("cannot find the default ledger: HOME is not set and the password database has no home directory for uid %d", os.Getuid()),
 			hint: "set IDEM_LEDGER to the ledger's path (or HOME)"}
 	}
-	return filepath.Join(home, ".local", "state", "idem"), false, nil
+	return filepath.Join(home, ".local", "state", "idem"), nil
 }
 
-// runLockPath is the run lock file for l (see procs.Lock): beside a SQLite
-// ledger; for a shared ledger, in this host's state directory, named by the
-// ledger's identity (it covers this host only). "": no lock.
-func (a *app) runLockPath(l ledger.Ledger) string {
-	if _, ok := l.(*sqlite.Ledger); ok {
-		return l.Describe() + ".runlock"
+// runLockPath is the run lock file for l (see procs.Lock), as its backend
+// places it: beside a ledger file; for a shared ledger, in this host's
+// state directory. "": no lock.
+func (a *app) runLockPath(loc ledgerLocation, l ledger.Ledger) string {
+	return loc.Backend().RunLockPath(l, func() string {
+		dir, err := a.stateDir()
+		if err != nil || os.MkdirAll(dir, 0o700) != nil {
+			return ""
+		}
+		return dir
+	})
+}
+
+// open opens the ledger at loc as opts says, with the backend's warnings
+// shown and a login refused inside a run explained (loginError).
+func (a *app) open(ctx context.Context, loc ledgerLocation, opts ledger.Options) (ledger.Ledger, error) {
+	l, err := loc.Open(ctx, location.Options{Options: opts, Now: a.now, Getenv: a.getenv,
+		Warn: func(msg string) { a.ui.warnf("%s", msg) }})
+	if err != nil {
+		return nil, a.loginError(loc, err)
 	}
-	id := ledger.Identity(l)
-	if id == "" {
-		return ""
-	}
-	dir, _, err := a.stateDir()
-	if err != nil || os.MkdirAll(dir, 0o700) != nil {
-		return ""
-	}
-	return filepath.Join(dir, "runs-"+id+".lock")
+	return l, nil
 }
 
 // openLedger opens the ledger to read and write, creating it when missing;
 // only commands that need it call this.
-func (a *app) openLedger(ctx context.Context) (ledger.Ledger, error) {
-	loc, err := a.ledgerPath()
+func (a *app) openLedger(ctx context.Context) (ledger.Ledger, ledgerLocation, error) {
+	loc, err := a.ledger()
 	if err != nil {
-		return nil, err
+		return nil, loc, err
 	}
-	if err := checkScheme(loc.path); err != nil {
-		return nil, err
-	}
-	if postgres.IsDSN(loc.path) {
-		l, err := a.openPostgres(ctx, loc.path, ledger.Options{})
-		if err != nil {
-			return nil, a.loginError(err)
-		}
-		return l, nil
-	}
-	l, err := sqlite.OpenWith(ctx, loc.path, ledger.Options{NoMkdir: loc.named})
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range l.Tightened {
-		a.ui.warnf("%s: the ledger holds command output, so others may not read it", f)
-	}
-	return l, nil
-}
-
-// schemaVar names the PostgreSQL schema of the ledger, for a DBA who
-// keeps more than one ledger in a database (a staging fleet beside
-// production) or has a naming rule. It is not a DSN parameter: pgx sends
-// those it does not know to the server as start-up parameters, which
-// poolers refuse.
-const schemaVar = "IDEM_LEDGER_SCHEMA"
-
-// ledgerSchema is the PostgreSQL schema the ledger is in: IDEM_LEDGER_SCHEMA,
-// else postgres.Schema.
-func (a *app) ledgerSchema() (string, error) {
-	s := a.getenv(schemaVar)
-	if s == "" {
-		return postgres.Schema, nil
-	}
-	if err := postgres.CheckSchemaName(s); err != nil {
-		return "", usagef("name a schema with lower-case letters, digits and _, not starting with a digit or pg_",
-			"%s: %w", schemaVar, err)
-	}
-	return s, nil
-}
-
-// openPostgres opens the PostgreSQL ledger at dsn, in the schema
-// IDEM_LEDGER_SCHEMA names, and passes its warnings on.
-func (a *app) openPostgres(ctx context.Context, dsn string, opts ledger.Options) (*postgres.Ledger, error) {
-	schema, err := a.ledgerSchema()
-	if err != nil {
-		return nil, err
-	}
-	opts.Schema = schema
-	l, err := postgres.OpenWith(ctx, dsn, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range l.Warnings() {
-		a.ui.warnf("%s", w)
-	}
-	return l, nil
-}
-
-// checkScheme refuses a URL that names no ledger idem knows, and a
-// connection string idem cannot use: libpq would take it for one, so it
-// never names a file.
-func checkScheme(path string) error {
-	if postgres.IsDSN(path) {
-		if err := postgres.CheckDSN(path); err != nil {
-			return usagef("write the ledger as host=HOST port=PORT dbname=DATABASE user=USER (libpq's keywords) or postgres://USER@HOST:PORT/DATABASE; a file whose name starts with WORD= as ./WORD=...", "%v", err)
-		}
-		return nil
-	}
-	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
-		return usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
-			"unsupported ledger URL scheme %q", scheme)
-	}
-	return nil
+	l, err := a.open(ctx, loc, ledger.Options{NoMkdir: loc.named})
+	return l, loc, err
 }
 
 // noLedgerError says the ledger does not exist (yet): commands treat it
@@ -207,37 +156,11 @@ const serviceHint = "a systemd service with StateDirectory= keeps its ledger in 
 // ledger is opened for reading only, so another user's ledger that may be
 // read can be inspected.
 func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Ledger, error) {
-	loc, err := a.ledgerPath()
+	loc, err := a.ledger()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkScheme(loc.path); err != nil {
-		return nil, err
-	}
-	noLedger := func() error {
-		p := loc.path
-		if !postgres.IsDSN(p) {
-			if abs, err := filepath.Abs(p); err == nil {
-				p = abs
-			}
-		}
-		return &noLedgerError{path: p, named: loc.named}
-	}
-	if !readOnly && !postgres.IsDSN(loc.path) {
-		// Writing would initialise an empty file: look read-only first.
-		if fi, err := os.Stat(loc.path); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-			return nil, noLedger()
-		}
-		return a.openLedger(ctx)
-	}
-	var l ledger.Ledger
-	if postgres.IsDSN(loc.path) {
-		// A database without the schema stays without it.
-		l, err = a.openPostgres(ctx, loc.path, ledger.Options{ReadOnly: readOnly, Existing: true})
-	} else {
-		l, err = sqlite.OpenWith(ctx, loc.path, ledger.Options{ReadOnly: true})
-	}
-	err = a.loginError(err)
+	l, err := a.open(ctx, loc, ledger.Options{ReadOnly: readOnly, Existing: true, NoMkdir: loc.named})
 	var se *ledger.StoreError
 	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
 		return nil, &noLedgerError{path: se.Path, named: loc.named} // a DSN without its password
@@ -253,13 +176,17 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 // ledger's stored output) or hand it on. A nested idem reaches the same
 // ledger with the password from PGPASSWORD or a PGPASSFILE, which, as every
 // PG* variable, pass through untouched: they may be the command's own.
-func childEnviron(env []string) []string {
+func (a *app) childEnviron(env []string) []string {
 	for i, kv := range env {
 		v, ok := strings.CutPrefix(kv, "IDEM_LEDGER=")
-		if !ok || !postgres.IsDSN(v) {
+		if !ok {
 			continue
 		}
-		clean, had, ok := postgres.WithoutPassword(v)
+		loc, err := a.backends.Lookup(v)
+		if err != nil {
+			continue
+		}
+		clean, had, ok := loc.Backend().WithoutPassword(v)
 		if !had && ok {
 			continue
 		}
@@ -275,16 +202,16 @@ func childEnviron(env []string) []string {
 	return env
 }
 
-// loginError says why a login to a PostgreSQL ledger failed inside a
+// loginError says why a login to the ledger at loc failed inside a
 // command idem runs, when that is because the command got IDEM_LEDGER
 // without its password (childEnviron) and has no other.
-func (a *app) loginError(err error) error {
+func (a *app) loginError(loc ledgerLocation, err error) error {
 	var se *ledger.StoreError
 	if _, nested := lookupEnv(a.environ, "IDEM_KEY"); !nested || a.ledgerFlag != "" || a.getenv("PGPASSWORD") != "" ||
-		!postgres.AuthFailed(err) || !errors.As(err, &se) {
+		!loc.Backend().AuthFailed(err) || !errors.As(err, &se) {
 		return err
 	}
-	if _, had, _ := postgres.WithoutPassword(a.getenv("IDEM_LEDGER")); had {
+	if loc.HasPassword() {
 		return err
 	}
 	c := *se

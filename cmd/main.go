@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
-	"github.com/idemhq/idem/internal/ledger/postgres"
+	"github.com/idemhq/idem/internal/location"
 )
 
 // version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
@@ -27,16 +28,42 @@ type app struct {
 	getenv  func(string) string
 	environ []string
 
+	// now is the local clock; a record's age is measured on its ledger's
+	// (ledger.NowOf).
+	now func() time.Time
+	// backends opens the ledger, and only when a command asks for it:
+	// nothing is opened to parse flags or print help.
+	backends *location.Registry
+
 	ledgerFlag string
 	colorFlag  string
 
 	ui *ui
 }
 
+// newApp is the app of a process: its streams, environment and clock, and
+// the ledger backends this idem links in.
+func newApp(stdout, stderr io.Writer) *app {
+	return &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(),
+		now: time.Now, backends: backends(), colorFlag: "auto"}
+}
+
+// backends is the registry of the ledger backends, the one place that
+// tells them apart: a PostgreSQL DSN names a shared ledger, any other
+// value a file.
+func backends() *location.Registry {
+	return location.NewRegistry(postgresBackend{}, sqliteBackend{})
+}
+
 // Main runs idem with args and returns the process exit code. It is the only
 // place that prints errors and picks exit codes.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(), colorFlag: "auto"}
+	return newApp(stdout, stderr).main(ctx, args)
+}
+
+// main is Main for the app a, which a test may have given another clock,
+// environment or backends.
+func (a *app) main(ctx context.Context, args []string) int {
 	root := newRootCmd(a, args)
 	root.SetArgs(args)
 	c, err := root.ExecuteContextC(ctx)
@@ -133,10 +160,8 @@ steps and webhook handlers are delivered at least once; wrapped in
 				return usagef("name a ledger file, or leave --ledger out to use IDEM_LEDGER or the default", "--ledger is empty")
 			}
 			a.ui = newUI(a)
-			if postgres.IsDSN(a.ledgerFlag) {
-				if _, had, _ := postgres.WithoutPassword(a.ledgerFlag); had {
-					a.ui.warnf("the password on --ledger is visible to every user of this host (ps) while idem runs: give it in PGPASSFILE or PGPASSWORD, or put the DSN in IDEM_LEDGER")
-				}
+			if loc, err := a.backends.Lookup(a.ledgerFlag); err == nil && loc.HasPassword() {
+				a.ui.warnf("the password on --ledger is visible to every user of this host (ps) while idem runs: give it in PGPASSFILE or PGPASSWORD, or put the DSN in IDEM_LEDGER")
 			}
 			return nil
 		},
@@ -149,7 +174,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
-	root.SetHelpTemplate(root.HelpTemplate() + exitStatusHelp())
+	lazyHelpTemplate(root, func() string { return helpTemplate() + exitStatusHelp() })
 	if name := invoked(args); name != "" {
 		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true

@@ -156,7 +156,7 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 	for _, k := range res.Missing {
 		u.warnf("no record for key %q", k)
 	}
-	now := ledger.NowOf(l, time.Now) // the records' clock
+	now := ledger.NowOf(l, a.now) // the records' clock
 	for _, r := range res.Live {
 		lease := "lease expires " + stamp(r.LeaseExpiry, now)
 		if !r.LeaseExpiry.After(now) {

@@ -3,14 +3,11 @@ package cmd
 import (
 	"encoding/json"
 	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/idemhq/idem/internal/exitcode"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/runner"
 )
 
@@ -152,24 +149,7 @@ func (a *app) ledgerDescription() *string {
 	if err != nil {
 		return nil
 	}
-	s := loc.path
-	if postgres.IsDSN(s) {
-		s = postgres.Redact(s)
-	} else if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
-		if u.User != nil {
-			u.User = url.User(u.User.Username())
-		}
-		q := u.Query()
-		for name := range q {
-			if strings.Contains(strings.ToLower(name), "password") {
-				q.Del(name)
-			}
-		}
-		u.RawQuery = q.Encode()
-		s = u.String()
-	} else if abs, err := filepath.Abs(s); err == nil {
-		s = abs
-	}
+	s := loc.Describe()
 	return &s
 }
 

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -107,10 +105,10 @@ build one from arbitrary parts with 'idem key'.`,
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
-			started := time.Now()
+			started := a.now()
 			res, code, err := runRun(c.Context(), a, o)
 			if o.report != "" {
-				r := buildReport(o.Key, res, code, err, started, time.Now())
+				r := buildReport(o.Key, res, code, err, started, a.now())
 				r.Ledger, r.Command = a.ledgerDescription(), o.Argv
 				writeReport(a, o.report, r)
 			}
@@ -153,6 +151,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see docs/operators.md)")
+	lazyHelpTemplate(c, func() string { return helpTemplate() + runExitStatusHelp() })
 	return c
 }
 
@@ -166,11 +165,11 @@ func leaseTolerance() string {
 		secs(runner.Tolerance(local, runner.DefaultGrace(local))), secs(local))
 }
 
-// sharedLedger reports whether the ledger is a PostgreSQL database rather
-// than a file on this host.
+// sharedLedger reports whether the ledger is shared by hosts (a
+// PostgreSQL database) rather than a file on this host.
 func (a *app) sharedLedger() bool {
 	loc, err := a.ledgerPath()
-	return err == nil && postgres.IsDSN(loc.path)
+	return err == nil && loc.Shared()
 }
 
 // check validates flag values that their types cannot, and settles the
@@ -243,6 +242,50 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	u.quiet = o.quiet
 	stderr := &lineWriter{w: a.stderr}
 	u.w = stderr
+	fp, spooled, err := o.fingerprint(a, u)
+	if err != nil {
+		return nil, 0, err
+	}
+	probe.At("parsed")
+	sigs := notifySignals()
+	probe.At("signals")
+
+	l, loc, err := a.openRunLedger(ctx, o.Deadline)
+	if err != nil {
+		return nil, 0, err
+	}
+	probe.At("opened")
+	defer ledger.CloseAtExit(l)
+	host := a.localHost()
+
+	r := &runner.Runner{
+		Ledger: l, Host: host, Clock: runner.SystemClock{},
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ),
+		Procs: procs.New(), LockPath: a.runLockPath(loc, l),
+	}
+	ro := o.Options
+	ro.Fingerprint = fp
+	ro.Wait = o.Wait || o.WaitTimeout > 0
+	if o.stdoutMode == "final" {
+		ro.StdoutMode = runner.StdoutFinal
+	}
+	ro.Stdin, ro.SpooledStdin, ro.Stdout, ro.Stderr = a.stdin, spooled, a.stdout, stderr
+	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
+	res, err := r.Run(ctx, ro)
+	if err != nil {
+		return nil, 0, runError(err, ro, ledger.NowOf(l, a.now))
+	}
+	for _, w := range res.Warnings {
+		u.warnf("%s", w)
+	}
+	render(a, u, res, ledger.NowOf(l, a.now))
+	return res, res.Exit(), nil
+}
+
+// fingerprint is the run's fingerprint: the command, the payload, the
+// --fingerprint-env values and, with --stdin spool, the hash of stdin,
+// which it reads whole and returns.
+func (o *runOptions) fingerprint(a *app, u *ui) (fp string, spooled []byte, err error) {
 	in := fingerprint.Input{Argv: o.Argv}
 	switch {
 	case o.payloadSet:
@@ -250,7 +293,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	case o.payloadFile != "":
 		b, err := readPayload(o.payloadFile)
 		if err != nil {
-			return nil, 0, err
+			return "", nil, err
 		}
 		in.Payload, in.HasPayload = b, true
 	}
@@ -258,7 +301,6 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		v, ok := lookupEnv(a.environ, name)
 		in.Env = append(in.Env, fingerprint.EnvVar{Name: name, Value: v, Set: ok})
 	}
-	var spooled []byte
 	if o.stdinMode == "spool" {
 		if a.stdin != nil && isTerminal(a.stdin) {
 			// Otherwise idem seems to hang, waiting for the end of input.
@@ -266,21 +308,24 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		}
 		b, err := readLimited(a.stdin, o.MaxOutput)
 		if err != nil {
-			return nil, 0, err
+			return "", nil, err
 		}
 		sum := sha256.Sum256(b)
 		spooled, in.Stdin = b, sum[:]
 	}
-	fp, err := fingerprint.Sum(in)
+	fp, err = fingerprint.Sum(in)
 	if err != nil {
 		var dup *fingerprint.DuplicateKeyError
 		if errors.As(err, &dup) {
-			return nil, 0, &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
+			return "", nil, &exitError{code: exitcode.Usage, msg: "payload: " + err.Error(), hint: "remove the duplicate key from the JSON payload"}
 		}
-		return nil, 0, usagef("see 'idem run --help'", "%v", err)
+		return "", nil, usagef("see 'idem run --help'", "%v", err)
 	}
-	probe.At("parsed")
+	return fp, spooled, nil
+}
 
+// notifySignals catches the signals idem forwards to the command.
+func notifySignals() chan os.Signal {
 	// There is no signal.Stop: idem exits next, and Stop, like Notify,
 	// waits for a round trip to the runtime's signal thread per signal.
 	// (Registering them in a goroutine while the ledger opens measured
@@ -296,56 +341,25 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	// Catching SIGPIPE keeps a closed stdout (idem run ... | head) from
 	// killing idem; the handler is reset to default in the child by exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	probe.At("signals")
-
-	l, err := a.openRunLedger(ctx, o.Deadline)
-	if err != nil {
-		return nil, 0, err
-	}
-	probe.At("opened")
-	defer ledger.CloseAtExit(l)
-	host := a.localHost()
-
-	r := &runner.Runner{
-		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: childEnviron(a.environ),
-		Procs: procs.New(), LockPath: a.runLockPath(l),
-	}
-	ro := o.Options
-	ro.Fingerprint = fp
-	ro.Wait = o.Wait || o.WaitTimeout > 0
-	if o.stdoutMode == "final" {
-		ro.StdoutMode = runner.StdoutFinal
-	}
-	ro.Stdin, ro.SpooledStdin, ro.Stdout, ro.Stderr = a.stdin, spooled, a.stdout, stderr
-	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
-	res, err := r.Run(ctx, ro)
-	if err != nil {
-		return nil, 0, runError(err, ro, ledger.NowOf(l, time.Now))
-	}
-	for _, w := range res.Warnings {
-		u.warnf("%s", w)
-	}
-	render(a, u, res, ledger.NowOf(l, time.Now))
-	return res, res.Exit(), nil
+	return sigs
 }
 
 // openRunLedger opens the ledger within --deadline (connecting to a
 // server is retried while its failures may pass): a deadline that passes
 // first is the deadline's error, exit 75.
-func (a *app) openRunLedger(ctx context.Context, deadline time.Duration) (ledger.Ledger, error) {
+func (a *app) openRunLedger(ctx context.Context, deadline time.Duration) (ledger.Ledger, ledgerLocation, error) {
 	if deadline <= 0 {
 		return a.openLedger(ctx)
 	}
 	dctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	l, err := a.openLedger(dctx)
+	l, loc, err := a.openLedger(dctx)
 	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
-		return nil, &exitError{code: exitcode.TempFail, reason: "deadline",
+		return nil, loc, &exitError{code: exitcode.TempFail, reason: "deadline",
 			msg:  fmt.Sprintf("--deadline %s passed while connecting to the ledger; nothing ran: %v", deadline, err),
 			hint: "check that the ledger is reachable, or allow a longer --deadline"}
 	}
-	return l, err
+	return l, loc, err
 }
 
 // render prints what a finished invocation owes the user: a replay's
@@ -390,156 +404,6 @@ func outputNote(rec *ledger.Record) string {
 		return "; output was not stored (--no-output)"
 	}
 	return ""
-}
-
-// runError turns the runner's errors into idem's messages and exit codes;
-// now is on the ledger's clock, which stamped the records.
-func runError(err error, o runner.Options, now time.Time) error {
-	var (
-		mismatch   *ledger.MismatchError
-		busy       *runner.BusyError
-		held       *runner.HeldError
-		start      *runner.StartError
-		lapsed     *runner.LeaseLapsedError
-		waited     *runner.WaitTimeoutError
-		late       *runner.DeadlineError
-		intr       *runner.InterruptedError
-		lost       *runner.LeaseLostError
-		unrecorded *runner.OutcomeError
-	)
-	switch {
-	case errors.As(err, &mismatch):
-		return mismatchError(mismatch.Record, o.Argv, now)
-	case errors.As(err, &busy):
-		rec := busy.Record
-		return &exitError{code: exitcode.TempFail, reason: "busy",
-			msg: fmt.Sprintf("key %q is in progress on %s (pid %d, started %s ago, attempt %d/%d)",
-				rec.Key, rec.Owner.Host, rec.Owner.PID, age(now.Sub(rec.Started)), rec.Attempts, rec.MaxAttempts),
-			hint: "retry later, or wait for it with --wait"}
-	case errors.As(err, &held):
-		return &exitError{code: exitcode.TempFail,
-			msg: fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see (another PID namespace, such as a container sharing the ledger, or processes that cleared their environment); nothing ran",
-				held.Key),
-			hint: "retry once they have ended; 'fuser -v " + held.LockPath + "' lists the processes on this host that hold the lock file"}
-	case errors.As(err, &start):
-		return startError(start)
-	case errors.As(err, &waited):
-		rec := waited.Record
-		why, reason := "--wait-timeout "+o.WaitTimeout.String(), "wait_timeout"
-		if waited.Deadline {
-			why, reason = "--deadline "+o.Deadline.String(), "deadline"
-		}
-		if rec == nil {
-			return &exitError{code: exitcode.TempFail, reason: reason,
-				msg:  fmt.Sprintf("%s reached while the ledger had not answered for key %q; nothing ran", why, waited.Key),
-				hint: "check that the ledger is reachable, and look for a long transaction holding its rows"}
-		}
-		return &exitError{code: exitcode.TempFail, reason: reason,
-			msg: fmt.Sprintf("%s reached while waiting for key %q, still in progress on %s (pid %d, attempt %d/%d); nothing ran",
-				why, rec.Key, rec.Owner.Host, rec.Owner.PID, rec.Attempts, rec.MaxAttempts),
-			hint: "retry later, or wait longer"}
-	case errors.As(err, &late):
-		return &exitError{code: exitcode.TempFail, reason: "deadline",
-			msg:  fmt.Sprintf("--deadline %s passed before key %q could run; nothing ran", o.Deadline, late.Key),
-			hint: "retry later, or allow a longer --deadline"}
-	case errors.As(err, &intr):
-		msg := fmt.Sprintf("interrupted by %s before key %q ran; nothing ran", signalName(intr.Signal), intr.Key)
-		if intr.Waiting {
-			msg = fmt.Sprintf("interrupted by %s while waiting for key %q; nothing ran and the record was not touched",
-				signalName(intr.Signal), intr.Key)
-		}
-		return &exitError{code: exitcode.Signaled(int(intr.Signal)), msg: msg, reason: "interrupted"}
-	case errors.Is(err, ledger.ErrLeaseLost):
-		what := "its result was not recorded"
-		if errors.As(err, &lost) && lost.Stopped {
-			what = "the command was stopped and nothing was recorded"
-		}
-		return &exitError{code: exitcode.TempFail, reason: "lease_lost",
-			msg:  fmt.Sprintf("lost the lease on key %q: another run took it over, or it was purged with --force; %s", o.Key, what),
-			hint: "see 'idem inspect " + o.Key + "'; raise --lease if this host pauses for long (it was " + o.Lease.String() + ")"}
-	case errors.As(err, &unrecorded):
-		what := "the key stays in progress: the next run takes it over and runs the command again"
-		if unrecorded.Released {
-			what = "the key was left retryable, this attempt not counted: its next run runs the command again"
-		}
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(unrecorded.Err, &se) && se.Hint != "" {
-			hint = se.Hint
-		}
-		return &exitError{code: exitcode.IOErr,
-			msg: fmt.Sprintf("key %q: the command ended (%s, exit %d) but its outcome could not be recorded: %v; %s",
-				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: hint}
-	case errors.As(err, &lapsed):
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
-			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
-		}
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
-	}
-	return err
-}
-
-// startError explains why idem could not start the command: what a shell
-// would say, a directory or a missing #! interpreter included.
-func startError(e *runner.StartError) error {
-	const none = "; nothing ran and nothing was recorded"
-	msg, hint := e.Error(), "check the command's name and PATH, or give its full path"
-	if e.Code == exitcode.CannotExec {
-		hint = "make it executable (chmod +x), or run it through its interpreter (sh SCRIPT)"
-	}
-	fi, statErr := os.Stat(e.Path)
-	switch {
-	case statErr == nil && fi.IsDir():
-		msg, hint = "command is a directory: "+e.Path, "name the program to run, not its directory"
-	case statErr == nil && e.Code == exitcode.NotFound:
-		// The file is there: what is missing is the interpreter its #!
-		// line names (the kernel reports ENOENT for both).
-		if interp, ok := shebang(e.Path); ok {
-			msg = fmt.Sprintf("cannot run %s: its interpreter %s (from its #! line) was not found", e.Path, interp)
-			hint = "install that interpreter, or fix the script's first line"
-		}
-	}
-	return &exitError{code: e.Code, msg: msg + none, hint: hint}
-}
-
-// shebang returns the interpreter a script's #! line names.
-func shebang(path string) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	b := make([]byte, 256)
-	n, _ := io.ReadFull(f, b)
-	line, _, _ := strings.Cut(string(b[:n]), "\n")
-	rest, ok := strings.CutPrefix(line, "#!")
-	if !ok {
-		return "", false
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", false
-	}
-	return fields[0], true
-}
-
-// mismatchError says what differs between a record and a run of its key
-// with another fingerprint. Only the command is stored as it was; the
-// payload, stdin and --fingerprint-env values are stored as one hash, so
-// when the command is the same, one of those differs.
-func mismatchError(rec *ledger.Record, argv []string, now time.Time) error {
-	when := fmt.Sprintf("%s, %s ago", rec.Status, age(now.Sub(rec.OutcomeTime())))
-	msg := fmt.Sprintf("key %q was recorded for a different payload, stdin or environment (--fingerprint-env) with the same command %s (%s); nothing ran",
-		rec.Key, quoteArgv(rec.Command), when)
-	if !slices.Equal(rec.Command, argv) {
-		msg = fmt.Sprintf("key %q was recorded for a different command: %s (%s), not %s; nothing ran",
-			rec.Key, quoteArgv(rec.Command), when, quoteArgv(argv))
-	}
-	hint := fmt.Sprintf("use another key, or reset this one with: idem purge %s", rec.Key)
-	if rec.Status == ledger.StatusSucceeded {
-		hint = fmt.Sprintf("use another key: it succeeded, and 'idem purge %s' would let it run, and its side effect happen, a second time", rec.Key)
-	}
-	return &exitError{code: exitcode.DataErr, msg: msg, hint: hint}
 }
 
 func lookupEnv(env []string, name string) (string, bool) {

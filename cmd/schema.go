@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
-	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 type schemaOptions struct {
@@ -67,28 +66,26 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 			return usagef("name the runtime role: --grant ROLE", "--grant is empty")
 		}
 	}
-	schema, err := a.ledgerSchema()
+	schema, err := ledgerSchema(a.getenv)
 	if err != nil {
 		return err
 	}
 	if !o.apply {
-		if _, err := fmt.Fprint(a.stdout, postgres.SchemaSQL(schema, o.grants)); err != nil {
+		if _, err := fmt.Fprint(a.stdout, postgresBackend{}.schemaSQL(schema, o.grants)); err != nil {
 			return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the SQL: %v", err)}
 		}
 		return nil
 	}
-	loc, err := a.ledgerPath()
+	loc, err := a.ledger()
 	if err != nil {
 		return err
 	}
-	if err := checkScheme(loc.path); err != nil {
-		return err
-	}
-	if !postgres.IsDSN(loc.path) {
+	pg, ok := loc.Backend().(postgresBackend)
+	if !ok {
 		return usagef("point --ledger or IDEM_LEDGER at the PostgreSQL database (postgres://USER@HOST:PORT/DATABASE)",
 			"idem schema --apply is for a PostgreSQL ledger; a SQLite ledger makes its own schema")
 	}
-	res, err := postgres.Apply(ctx, loc.path, schema, o.grants)
+	res, err := pg.apply(ctx, loc.Value(), schema, o.grants)
 	if err != nil {
 		return err
 	}

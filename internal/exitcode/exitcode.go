@@ -46,6 +46,9 @@ type Entry struct {
 	Code    int
 	Name    string // the constant's name
 	Meaning string // one line; `--flag` marks literal text
+	// Run is what the code means for idem run, in Meaning's form; "":
+	// run never exits with it.
+	Run string
 }
 
 // Label is the code as the table shows it: "64", or "128+N" for Signal.
@@ -58,7 +61,12 @@ func (e Entry) Label() string {
 
 // Plain is Meaning without its literal-text marks, for the help and the
 // manual page.
-func (e Entry) Plain() string { return strings.ReplaceAll(e.Meaning, "`", "") }
+func (e Entry) Plain() string { return plain(e.Meaning) }
+
+// PlainRun is Run without its literal-text marks, for run's help.
+func (e Entry) PlainRun() string { return plain(e.Run) }
+
+func plain(s string) string { return strings.ReplaceAll(s, "`", "") }
 
 // Command is the meaning of the row that comes before the table: a command
 // that ran, or was replayed, gives idem its own exit code.
@@ -66,17 +74,20 @@ const Command = "the command ran, or was replayed: its exit code"
 
 // Table returns idem's own exit codes in ascending order.
 func Table() []Entry {
+	// every is a code every command may exit with, run included.
+	every := func(code int, name, meaning string) Entry { return Entry{code, name, meaning, meaning} }
+	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost"
 	return []Entry{
-		{OK, "OK", "inspect, purge or key did what was asked"},
-		{NoRecord, "NoRecord", "inspect: no record for KEY"},
-		{Usage, "Usage", "usage: bad flag, bad key, no command"},
-		{DataErr, "DataErr", "key reused with a different command or payload"},
-		{Software, "Software", "internal error in idem (a bug: please report it)"},
-		{IOErr, "IOErr", "ledger cannot be opened, read or written"},
-		{TempFail, "TempFail", "key in progress elsewhere (or `--wait` timed out), or lease lost; purge: a live record was kept"},
-		{Timeout, "Timeout", "last attempt timed out"},
-		{CannotExec, "CannotExec", "command not executable"},
-		{NotFound, "NotFound", "command not found"},
-		{Signal, "Signal", "idem was interrupted by signal N"},
+		{OK, "OK", "inspect, purge or key did what was asked", ""},
+		{NoRecord, "NoRecord", "inspect: no record for KEY", ""},
+		every(Usage, "Usage", "usage: bad flag, bad key, no command"),
+		every(DataErr, "DataErr", "key reused with a different command or payload"),
+		every(Software, "Software", "internal error in idem (a bug: please report it)"),
+		every(IOErr, "IOErr", "ledger cannot be opened, read or written"),
+		{TempFail, "TempFail", busy + "; purge: a live record was kept", busy},
+		every(Timeout, "Timeout", "last attempt timed out"),
+		every(CannotExec, "CannotExec", "command not executable"),
+		every(NotFound, "NotFound", "command not found"),
+		every(Signal, "Signal", "idem was interrupted by signal N"),
 	}
 }

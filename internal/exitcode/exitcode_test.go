@@ -27,6 +27,9 @@ func TestTable(t *testing.T) {
 		if e.Meaning == "" || strings.ContainsAny(e.Meaning, "\n|") {
 			t.Errorf("entry %d: meaning %q is not one line of a table cell", i, e.Meaning)
 		}
+		if strings.ContainsAny(e.Run, "\n|") {
+			t.Errorf("entry %d: run's meaning %q is not one line of a table cell", i, e.Run)
+		}
 	}
 }
 

@@ -393,19 +393,10 @@ type Options struct {
 	// empty ledger, under which every key runs again).
 	NoMkdir bool
 	// Existing opens to write only a ledger that exists: one that does not
-	// (a database without the ledger's schema) is ErrNoLedger and nothing
-	// is created, for commands that only remove records (purge). An older
-	// schema is still migrated. SQLite's callers look at the file first.
+	// (a missing or empty file, a database without the ledger's schema) is
+	// ErrNoLedger and nothing is created, for commands that only remove
+	// records (purge). An older schema is still migrated.
 	Existing bool
-	// Schema is the PostgreSQL schema that holds the ledger ("": idem's
-	// default, idem). SQLite ignores it.
-	Schema string
-	// Beside creates a ledger even where another one lives beside it (in
-	// another schema of the PostgreSQL database), as asked for explicitly
-	// ('idem schema --apply'). Without it such a creation is refused: a
-	// host with a forgotten IDEM_LEDGER_SCHEMA would otherwise start a
-	// second ledger and split its fleet. SQLite ignores it.
-	Beside bool
 }
 
 // ErrNoLedger is returned, wrapped in a *StoreError, by a read-only open

@@ -156,7 +156,7 @@ func openErr(t *testing.T, dsn, secret string) *ledger.StoreError {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := open(ctx, dsn, Schema, ledger.Options{}, migrations)
+	l, err := open(ctx, dsn, Schema, Options{}, migrations)
 	if err == nil {
 		l.Close()
 		t.Fatalf("open %s: no error", dsn)

@@ -11,14 +11,13 @@ import (
 // OpenSchema opens a PostgreSQL ledger in a schema of the test's choosing,
 // so that each test gets a fresh, empty ledger, beside the other tests'.
 func OpenSchema(ctx context.Context, dsn, schema string) (*Ledger, error) {
-	return open(ctx, dsn, schema, ledger.Options{Beside: true}, migrations)
+	return open(ctx, dsn, schema, Options{Beside: true}, migrations)
 }
 
 // OpenSchemaWith is OpenSchema with options and a list of migrations of
 // the test's choosing.
 func OpenSchemaWith(ctx context.Context, dsn, schema string, opts ledger.Options, ms []ledger.Migration) (*Ledger, error) {
-	opts.Beside = true
-	return open(ctx, dsn, schema, opts, ms)
+	return open(ctx, dsn, schema, Options{Options: opts, Beside: true}, ms)
 }
 
 // Migrations returns a copy of this idem's migrations.

@@ -48,7 +48,7 @@ var migrations = []ledger.Migration{
 
 const (
 	// Schema is the PostgreSQL schema that holds the ledger unless
-	// ledger.Options.Schema (IDEM_LEDGER_SCHEMA) names another.
+	// Options.Schema (IDEM_LEDGER_SCHEMA) names another.
 	Schema = "idem"
 	// migrateLock is the advisory lock taken around schema creation
 	// and migration ("idemmigr").
@@ -84,7 +84,7 @@ type Ledger struct {
 	// passfile is a password file ignored for its permissions ("": none).
 	passfile string
 	// beside: create the ledger even beside another schema's
-	// (ledger.Options.Beside).
+	// (Options.Beside).
 	beside bool
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
@@ -105,7 +105,22 @@ type Ledger struct {
 // whose schema needs a newer idem is refused untouched. Every error is a
 // *StoreError whose message names the host and never the password.
 func Open(ctx context.Context, dsn string) (*Ledger, error) {
-	return open(ctx, dsn, Schema, ledger.Options{}, migrations)
+	return open(ctx, dsn, Schema, Options{}, migrations)
+}
+
+// Options says how OpenWith opens a PostgreSQL ledger: the backends'
+// common options and those only a database has.
+type Options struct {
+	ledger.Options
+	// Schema is the PostgreSQL schema that holds the ledger ("": idem's
+	// default, Schema).
+	Schema string
+	// Beside creates a ledger even where another one lives beside it (in
+	// another schema of the database), as asked for explicitly ('idem
+	// schema --apply'). Without it such a creation is refused: a host with
+	// a forgotten IDEM_LEDGER_SCHEMA would otherwise start a second ledger
+	// and split its fleet.
+	Beside bool
 }
 
 // OpenWith is Open as opts says: the ledger is in schema opts.Schema
@@ -113,7 +128,7 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 // (no schema is created or migrated), and with opts.ReadOnly or
 // opts.Existing a database without the ledger's schema is a *StoreError
 // wrapping ledger.ErrNoLedger. Every error is a *StoreError.
-func OpenWith(ctx context.Context, dsn string, opts ledger.Options) (*Ledger, error) {
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	schema := opts.Schema
 	if schema == "" {
 		schema = Schema
@@ -143,7 +158,7 @@ func CheckSchemaName(name string) error {
 
 // open opens the ledger in schema (tests use one schema each) with the
 // given migrations (tests give it more).
-func open(ctx context.Context, dsn, schema string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
+func open(ctx context.Context, dsn, schema string, opts Options, migrations []ledger.Migration) (*Ledger, error) {
 	desc := redactDSN(dsn)
 	cfg, passfile, err := parseConfig(dsn, desc)
 	if err != nil {
@@ -196,7 +211,7 @@ func open(ctx context.Context, dsn, schema string, opts ledger.Options, migratio
 		pool.Close()
 		return nil, err
 	}
-	if err := p.checkSchema(ctx, migrations, opts); err != nil {
+	if err := p.checkSchema(ctx, migrations, opts.Options); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idemhq/idem/internal/ledger"
 )
 
 // statements holds a ledger's SQL with its schema's name in place. The SQL
@@ -96,7 +94,7 @@ type Applied struct {
 // empty) as the connecting role, as a run does, then grants each of roles
 // RuntimeGrants. Errors are *ledger.StoreError.
 func Apply(ctx context.Context, dsn, schema string, roles []string) (*Applied, error) {
-	l, err := OpenWith(ctx, dsn, ledger.Options{Schema: schema, Beside: true})
+	l, err := OpenWith(ctx, dsn, Options{Schema: schema, Beside: true})
 	if err != nil {
 		return nil, err
 	}

@@ -102,9 +102,10 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 
 // OpenWith opens the ledger at path as opts says: with opts.ReadOnly, an
 // existing ledger is opened for reading only (the file needs only read
-// permission; nothing is created, initialised, migrated or tightened) and
-// a missing or empty file is a *StoreError wrapping ledger.ErrNoLedger.
-// Every error is a *StoreError.
+// permission; nothing is created, initialised, migrated or tightened).
+// With opts.ReadOnly or opts.Existing, a missing or empty file is a
+// *StoreError wrapping ledger.ErrNoLedger, and nothing is created. Every
+// error is a *StoreError.
 func OpenWith(ctx context.Context, path string, opts ledger.Options) (*Ledger, error) {
 	return open(ctx, path, opts, migrations)
 }
@@ -116,9 +117,12 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		return nil, &ledger.StoreError{Op: "open", Path: path, Err: err}
 	}
 	var real string
-	if opts.ReadOnly {
+	switch {
+	case opts.ReadOnly:
 		real, err = checkFile(abs)
-	} else {
+	case opts.Existing && missingOrEmpty(abs):
+		return nil, noLedger(abs) // writing would initialise the file
+	default:
 		real, err = prepareFile(abs, !opts.NoMkdir)
 	}
 	if err != nil {
@@ -172,6 +176,13 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 	s.bindWAL(real)
 	s.noteFiles(real)
 	return s, nil
+}
+
+// missingOrEmpty reports whether no ledger was ever written at abs: no
+// file (a link to none), or an empty regular file.
+func missingOrEmpty(abs string) bool {
+	fi, err := os.Stat(abs)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // dsn builds a file: URI for modernc: the path percent-escaped so that no

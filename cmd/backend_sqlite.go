@@ -1,0 +1,79 @@
+package cmd
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
+	"github.com/idemhq/idem/internal/location"
+)
+
+// sqliteBackend is a ledger file on this host: every location that no
+// other backend claims is a file's path.
+type sqliteBackend struct{}
+
+var _ location.Backend = sqliteBackend{}
+
+func (sqliteBackend) Claims(string) bool { return true }
+
+// Check refuses a URL that names no ledger idem knows: it is no file's
+// name a user means.
+func (sqliteBackend) Check(path string) error {
+	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
+		return usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
+			"unsupported ledger URL scheme %q", scheme)
+	}
+	return nil
+}
+
+func (sqliteBackend) Open(ctx context.Context, path string, o location.Options) (ledger.Ledger, error) {
+	l, err := sqlite.OpenWith(ctx, path, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	if o.Now != nil {
+		l.Now = o.Now // this host stamps the records
+	}
+	for _, f := range l.Tightened {
+		o.Warn(f + ": the ledger holds command output, so others may not read it")
+	}
+	return l, nil
+}
+
+// Describe is the file's absolute path; a URL that Check refuses is shown
+// without its password.
+func (sqliteBackend) Describe(path string) string {
+	if u, err := url.Parse(path); err == nil && u.Scheme != "" && strings.Contains(path, "://") {
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		q := u.Query()
+		for name := range q {
+			if strings.Contains(strings.ToLower(name), "password") {
+				q.Del(name)
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+func (sqliteBackend) WithoutPassword(path string) (string, bool, bool) { return path, false, true }
+
+func (sqliteBackend) AuthFailed(error) bool { return false }
+
+func (sqliteBackend) Shared() bool { return false }
+
+// RunLockPath is beside the ledger file.
+func (sqliteBackend) RunLockPath(l ledger.Ledger, _ func() string) string {
+	return l.Describe() + ".runlock"
+}
+
+func (sqliteBackend) CheckBackup() error { return nil }
