@@ -123,7 +123,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.SortFlags = false
 	def := backoff.Default()
 	// A command that exits EX_TEMPFAIL asks to be tried again.
-	o.Success, o.Transient = flagval.CodesOf(0), flagval.CodesOf(exitcode.TempFail)
+	o.Success, o.Transient = runner.DefaultSuccessCodes(), runner.DefaultTransientCodes()
 	f.StringVarP(&o.Key, "key", "k", "", "idempotency key (required): "+key.Rule)
 	f.IntVar(&o.MaxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
 	f.BoolVar(&o.RerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
