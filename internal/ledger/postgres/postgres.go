@@ -819,55 +819,8 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		if err != nil {
 			return err
 		}
-		d := ledger.Decide(rec, req, now)
-		if r, ok, err := d.Answer(rec); ok {
-			res = r
-			return err
-		}
-		switch d.Action {
-		case ledger.ActCreate: // the record is there, so it expired
-			if _, err := tx.Exec(ctx, p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = $1 RETURNING `+ledger.CounterColumns+`)
-				`+addTotalsSQL(`0`, `1`)), req.Key); err != nil {
-				return err
-			}
-			res, err = p.create(ctx, tx, req, command, now)
-			if err == nil && res == nil {
-				err = errors.New("re-creating an expired record found a conflict")
-			}
-			return err
-		case ledger.ActReplay:
-			res, err = p.replay(ctx, tx, req.Key, now, nil)
-			return err
-		case ledger.ActClose:
-			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`),
-				req.Key, req.MaxAttempts, now); err != nil {
-				return err
-			}
-			res, err = p.replay(ctx, tx, req.Key, now, nil)
-			return err
-		}
-		if d.Abandoned != nil {
-			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.attempts SET ended = $2, exit_code = $3, class = $4
-				WHERE key = $1 AND ended IS NULL`), req.Key, now, ledger.AbandonedExitCode, ledger.ClassAbandoned); err != nil {
-				return err
-			}
-		}
-		if d.Action == ledger.ActAbandon {
-			if _, err := tx.Exec(ctx, p.q(`UPDATE {schema}.records SET status = 'failed', exit_code = $2, exit_source = 'idem',
-				token = nextval('{schema}.tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
-				lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END,
-				class = 'abandoned', reason = NULL, att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1
-				WHERE key = $1`),
-				req.Key, ledger.AbandonedExitCode, req.MaxAttempts, now, now.Sub(rec.Started).Milliseconds()); err != nil {
-				return err
-			}
-			res, err = p.replay(ctx, tx, req.Key, now, d.Abandoned)
-			return err
-		}
-		res, err = p.take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
-		if res != nil {
-			res.Abandoned = d.Abandoned
-		}
+		st := &reserveSteps{p: p, tx: tx, req: &req, command: command, rec: rec, now: now}
+		res, err = ledger.Execute(ctx, ledger.Decide(rec, req, now), rec, st)
 		return err
 	})
 	if err != nil {
@@ -876,12 +829,68 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 	return res, nil
 }
 
-// take makes the caller the owner of an existing, locked record whose
-// previous attempts number done.
-func (p *Ledger) take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
+// reserveSteps are decide's ledger.Steps: its writes, in the transaction
+// that locked and read the record rec at now.
+type reserveSteps struct {
+	p       *Ledger
+	tx      pgx.Tx
+	req     *ledger.ReserveRequest
+	command []byte
+	rec     *ledger.Record
+	now     time.Time
+}
+
+var _ ledger.Steps = (*reserveSteps)(nil)
+
+// DeleteExpired implements ledger.Steps, in one statement.
+func (st *reserveSteps) DeleteExpired(ctx context.Context) error {
+	_, err := st.tx.Exec(ctx, st.p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = $1 RETURNING `+ledger.CounterColumns+`)
+		`+addTotalsSQL(`0`, `1`)), st.req.Key)
+	return err
+}
+
+// Create implements ledger.Steps: the record is gone, so its key takes no
+// conflict.
+func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error) {
+	res, err := st.p.create(ctx, st.tx, *st.req, st.command, st.now)
+	if err == nil && res == nil {
+		err = errors.New("re-creating an expired record found a conflict")
+	}
+	return res, err
+}
+
+// EndAbandoned implements ledger.Steps.
+func (st *reserveSteps) EndAbandoned(ctx context.Context) error {
+	_, err := st.tx.Exec(ctx, st.p.q(`UPDATE {schema}.attempts SET ended = $2, exit_code = $3, class = $4
+		WHERE key = $1 AND ended IS NULL`), st.req.Key, st.now, ledger.AbandonedExitCode, ledger.ClassAbandoned)
+	return err
+}
+
+// Close implements ledger.Steps.
+func (st *reserveSteps) Close(ctx context.Context) error {
+	_, err := st.tx.Exec(ctx, st.p.q(`UPDATE {schema}.records SET status = 'failed', max_attempts = $2, updated = $3 WHERE key = $1`),
+		st.req.Key, st.req.MaxAttempts, st.now)
+	return err
+}
+
+// Abandon implements ledger.Steps.
+func (st *reserveSteps) Abandon(ctx context.Context) error {
+	_, err := st.tx.Exec(ctx, st.p.q(`UPDATE {schema}.records SET status = 'failed', exit_code = $2, exit_source = 'idem',
+		token = nextval('{schema}.tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
+		lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END,
+		class = 'abandoned', reason = NULL, att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1
+		WHERE key = $1`),
+		st.req.Key, ledger.AbandonedExitCode, st.req.MaxAttempts, st.now, st.now.Sub(st.rec.Started).Milliseconds())
+	return err
+}
+
+// Take implements ledger.Steps: the record's previous attempts number
+// done.
+func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
+	req, now := st.req, st.now
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
-	err := tx.QueryRow(ctx, p.q(`WITH rec AS (
+	err := st.tx.QueryRow(ctx, st.p.q(`WITH rec AS (
 			UPDATE {schema}.records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('{schema}.tokens'),
 				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
 				child_pgid = 0, child_start = 0, lease_expires = $9::timestamptz + $10::bigint * interval '1 microsecond',
@@ -900,17 +909,18 @@ func (p *Ledger) take(ctx context.Context, tx pgx.Tx, req ledger.ReserveRequest,
 	return res, nil
 }
 
-// replay counts one suppressed duplicate of a locked record and returns
-// it with its output.
-func (p *Ledger) replay(ctx context.Context, tx pgx.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
+// Replay implements ledger.Steps: it counts one suppressed duplicate of
+// the locked record and returns it with its output, as the UPDATE leaves
+// it, whether or not a step changed it before.
+func (st *reserveSteps) Replay(ctx context.Context, _ bool) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanRecord(tx.QueryRow(ctx, p.q(`UPDATE {schema}.records SET replays = replays + 1, last_replay = $2 WHERE key = $1
-		RETURNING `+recordColumns+`, `+outputColumns), key, now), &hexBytes{&stdout}, &hexBytes{&stderr})
+	rec, err := scanRecord(st.tx.QueryRow(ctx, st.p.q(`UPDATE {schema}.records SET replays = replays + 1, last_replay = $2 WHERE key = $1
+		RETURNING `+recordColumns+`, `+outputColumns), st.req.Key, st.now), &hexBytes{&stdout}, &hexBytes{&stderr})
 	if err != nil {
 		return nil, err
 	}
 	rec.Stdout, rec.Stderr = stdout, stderr
-	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec, Abandoned: abandoned}, nil
+	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
 }
 
 // fencedCount turns the row count of an owner's write into ErrLeaseLost.

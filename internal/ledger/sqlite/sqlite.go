@@ -902,67 +902,16 @@ func nullCode(code int, ok bool) sql.NullInt64 {
 func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var res *ledger.Reservation
 	s.setBoot(req.Owner.BootID)
+	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
 		res = nil
-		now := s.Now()
-		rec, err := getReplayable(ctx, tx, req.Key)
+		st.tx, st.now = tx, s.Now()
+		rec, err := getReplayable(ctx, tx, st.req.Key)
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
-		d := ledger.Decide(rec, req, now)
-		if r, ok, err := d.Answer(rec); ok {
-			res = r
-			return err
-		}
-		switch d.Action {
-		case ledger.ActCreate:
-			if d.Expired {
-				if err := addTotals(ctx, tx, rec.Counters, 0, 1); err != nil {
-					return err
-				}
-				if err := deleteKey(ctx, tx, req.Key); err != nil {
-					return err
-				}
-			}
-			res, err = s.create(ctx, tx, req, now)
-			return err
-		case ledger.ActReplay:
-			res, err = countReplay(ctx, tx, rec, now)
-			return err
-		case ledger.ActClose:
-			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
-				req.MaxAttempts, now.UnixMilli(), req.Key); err != nil {
-				return err
-			}
-			res, err = s.replay(ctx, tx, req.Key, now, nil)
-			return err
-		}
-		if d.Abandoned != nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
-				WHERE key = ? AND ended_ms IS NULL`, now.UnixMilli(), ledger.AbandonedExitCode, ledger.ClassAbandoned, req.Key); err != nil {
-				return err
-			}
-		}
-		if d.Action == ledger.ActAbandon {
-			token, err := s.nextToken(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
-				token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
-				expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END, class = 'abandoned', reason = NULL,
-				att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1 WHERE key = ?`,
-				ledger.AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
-				now.Sub(rec.Started).Milliseconds(), now.UnixMilli(), req.Key); err != nil {
-				return err
-			}
-			res, err = s.replay(ctx, tx, req.Key, now, d.Abandoned)
-			return err
-		}
-		res, err = s.take(ctx, tx, req, now, d.Done, d.Prev, d.Abandoned != nil)
-		if res != nil {
-			res.Abandoned = d.Abandoned
-		}
+		st.rec = rec
+		res, err = ledger.Execute(ctx, ledger.Decide(rec, st.req, st.now), rec, st)
 		return err
 	})
 	if err != nil {
@@ -972,6 +921,56 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		s.trimWAL(ctx)
 	}
 	return res, nil
+}
+
+// reserveSteps are Reserve's ledger.Steps: its writes, in the transaction
+// that read the record rec (nil when there is none) at now.
+type reserveSteps struct {
+	s   *Ledger
+	tx  *sql.Tx
+	req ledger.ReserveRequest
+	rec *ledger.Record
+	now time.Time
+}
+
+var _ ledger.Steps = (*reserveSteps)(nil)
+
+// DeleteExpired implements ledger.Steps.
+func (st *reserveSteps) DeleteExpired(ctx context.Context) error {
+	if err := addTotals(ctx, st.tx, st.rec.Counters, 0, 1); err != nil {
+		return err
+	}
+	return deleteKey(ctx, st.tx, st.req.Key)
+}
+
+// EndAbandoned implements ledger.Steps.
+func (st *reserveSteps) EndAbandoned(ctx context.Context) error {
+	_, err := st.tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
+		WHERE key = ? AND ended_ms IS NULL`, st.now.UnixMilli(), ledger.AbandonedExitCode, ledger.ClassAbandoned, st.req.Key)
+	return err
+}
+
+// Close implements ledger.Steps.
+func (st *reserveSteps) Close(ctx context.Context) error {
+	_, err := st.tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
+		st.req.MaxAttempts, st.now.UnixMilli(), st.req.Key)
+	return err
+}
+
+// Abandon implements ledger.Steps.
+func (st *reserveSteps) Abandon(ctx context.Context) error {
+	token, err := st.s.nextToken(ctx, st.tx)
+	if err != nil {
+		return err
+	}
+	req, now := &st.req, st.now
+	_, err = st.tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
+		token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
+		expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END, class = 'abandoned', reason = NULL,
+		att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1 WHERE key = ?`,
+		ledger.AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
+		now.Sub(st.rec.Started).Milliseconds(), now.UnixMilli(), req.Key)
+	return err
 }
 
 // addTotals adds what removed records held to the ledger's totals, with
@@ -1002,8 +1001,10 @@ func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
 	return err
 }
 
-func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time) (*ledger.Reservation, error) {
-	token, err := s.nextToken(ctx, tx)
+// Create implements ledger.Steps.
+func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error) {
+	tx, req, now := st.tx, &st.req, st.now
+	token, err := st.s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -1029,10 +1030,11 @@ func (s *Ledger) create(ctx context.Context, tx *sql.Tx, req ledger.ReserveReque
 	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: 1, AttemptID: id}, nil
 }
 
-// take makes the caller the owner of an existing record whose previous
-// attempts number `done`.
-func (s *Ledger) take(ctx context.Context, tx *sql.Tx, req ledger.ReserveRequest, now time.Time, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
-	token, err := s.nextToken(ctx, tx)
+// Take implements ledger.Steps: the record's previous attempts number
+// done.
+func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
+	tx, req, now := st.tx, &st.req, st.now
+	token, err := st.s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -1061,6 +1063,19 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int
 	return id, err
 }
 
+// Replay implements ledger.Steps. The record as read carries its output;
+// one a step made final in this transaction is read again.
+func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reservation, error) {
+	rec := st.rec
+	if changed {
+		var err error
+		if rec, err = getRecord(ctx, st.tx, st.req.Key, true); err != nil {
+			return nil, err
+		}
+	}
+	return countReplay(ctx, st.tx, rec, st.now)
+}
+
 // countReplay counts one suppressed duplicate of rec, read with its output
 // in this transaction, and returns it as replayed.
 func countReplay(ctx context.Context, tx *sql.Tx, rec *ledger.Record, now time.Time) (*ledger.Reservation, error) {
@@ -1072,21 +1087,6 @@ func countReplay(ctx context.Context, tx *sql.Tx, rec *ledger.Record, now time.T
 	rec.Replays++
 	rec.LastReplay = time.UnixMilli(nowMS)
 	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
-}
-
-// replay reads key's record again, with its output, after the caller made
-// it final in this transaction, and counts a replay of it.
-func (s *Ledger) replay(ctx context.Context, tx *sql.Tx, key string, now time.Time, abandoned *ledger.Owner) (*ledger.Reservation, error) {
-	rec, err := getRecord(ctx, tx, key, true)
-	if err != nil {
-		return nil, err
-	}
-	res, err := countReplay(ctx, tx, rec, now)
-	if err != nil {
-		return nil, err
-	}
-	res.Abandoned = abandoned
-	return res, nil
 }
 
 // fenced runs an owner's UPDATE and turns "no row" into ErrLeaseLost.
