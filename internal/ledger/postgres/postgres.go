@@ -65,7 +65,7 @@ const (
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
-// Postgres is the shared ledger: one PostgreSQL database for a fleet of
+// Ledger is the shared ledger: one PostgreSQL database for a fleet of
 // hosts, with the contract of the SQLite backend. Leases, TTLs and every
 // other time come from the server's clock (clock_timestamp()), so hosts
 // with skewed clocks still agree on when a lease expires.

@@ -313,9 +313,6 @@ func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[st
 	return ledger.ScanPage(rows)
 }
 
-// Vacuum implements Ledger: VACUUM FULL rewrites the ledger's tables and
-// gives their free space back. It holds an exclusive lock on them while it
-// runs (runs wait for it), and needs the tables' owner (the role that
 // CheckVacuum returns the error Vacuum would give for a role that does
 // not own the ledger's tables (VACUUM skips those with a mere warning),
 // so that purge --vacuum refuses before it removes anything.
@@ -332,6 +329,9 @@ func (p *Ledger) CheckVacuum(ctx context.Context) error {
 	return nil
 }
 
+// Vacuum implements Ledger: VACUUM FULL rewrites the ledger's tables and
+// gives their free space back. It holds an exclusive lock on them while it
+// runs (runs wait for it), and needs the tables' owner (the role that
 // created the schema).
 func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {

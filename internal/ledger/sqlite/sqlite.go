@@ -200,10 +200,11 @@ func dsn(abs string, readOnly bool) string {
 }
 
 // prepareFile creates a missing directory (0700, when mkdir says so; else
-// it is an error) and a missing ledger file (0600) before SQLite opens it, so -wal and -shm copy that mode, and
-// returns the file SQLite will open (a link's target). Directories,
-// devices, FIFOs and symbolic links that SQLite would follow to a missing
-// file or to another user's file are refused.
+// it is an error) and a missing ledger file (0600) before SQLite opens it,
+// so -wal and -shm copy that mode, and returns the file SQLite will open
+// (a link's target). Directories, devices, FIFOs and symbolic links that
+// SQLite would follow to a missing file or to another user's file are
+// refused.
 func prepareFile(abs string, mkdir bool) (real string, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
