@@ -1,10 +1,20 @@
 // Package ledger is the contract of idem's store: the record types, the
 // Ledger interface every backend keeps, its errors, and the pure decisions
-// the backends share (Decide, Record.Live, the schema versions' rules). It
-// imports no database driver: the backends are the packages sqlite (one
-// file, one host) and postgres (a fleet's shared database), and each runs
-// the conformance suite in ledgertest. It runs nothing either: liveness of
-// another process is decided by the caller through ReserveRequest.OwnerDead.
+// the backends share (Decide and Execute, Record.Live, the schema
+// versions' rules). It imports no database driver: the backends are the
+// packages sqlite (one file, one host) and postgres (a fleet's shared
+// database), and each runs the conformance suite in ledgertest. It runs
+// nothing either: liveness of another process is decided by the caller
+// through ReserveRequest.OwnerDead.
+//
+// # Where the SQL lives
+//
+// Each backend owns its dialect's SQL: its schema, migrations and
+// statements are in its own package, next to the Steps it gives Execute.
+// This package holds only the fragments written the same in both dialects
+// (CounterColumns, BumpSQL, SumCountersSQL), so that the backends cannot
+// disagree on the counters' columns or on how an outcome bumps them. No
+// SQL lives outside these three packages.
 //
 // # Schema changes
 //
@@ -344,8 +354,8 @@ type Ledger interface {
 	Metrics(ctx context.Context, req MetricsRequest) (*Metrics, error)
 	// Purge removes the records req selects, with their attempt history,
 	// in chunks of short write transactions. In_progress records, lease
-	// expired or not, are kept unless req.Force. A selector that selects nothing returns
-	// ErrEmptySelector.
+	// expired or not, are kept unless req.Force. A selector that selects
+	// nothing returns ErrEmptySelector.
 	Purge(ctx context.Context, req PurgeRequest) (*PurgeResult, error)
 	// Vacuum compacts the store and returns its size before and after.
 	Vacuum(ctx context.Context) (*VacuumResult, error)

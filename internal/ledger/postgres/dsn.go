@@ -1,16 +1,14 @@
 package postgres
 
 import (
-	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -438,136 +436,6 @@ func parseError(err error) error {
 	return fmt.Errorf("invalid PostgreSQL DSN: %s", reason)
 }
 
-// connectError explains a failed connection by the host it tried, in one
-// line; the password never appears (pgx's messages quote only user and
-// database).
-func (p *Ledger) connectError(err error) error {
-	se := &ledger.StoreError{Op: "connect", Path: p.desc}
-	var (
-		pe       *pgconn.PgError
-		hostname x509.HostnameError
-		unknown  x509.UnknownAuthorityError
-		invalid  x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &pe):
-		se.Err = &refusedError{addr: p.addr, pe: pe}
-		switch refusalCode(pe) {
-		case "startup":
-			se.Hint = "remove that parameter from the DSN: a pooler such as PgBouncer passes no start-up parameter on to the server"
-		case "28P01", "28000":
-			se.Hint = "check the user and password (in PGPASSWORD, a PGPASSFILE or the DSN) and pg_hba.conf"
-			if p.passfile != "" {
-				se.Hint = passfileWarning(p.passfile)
-			}
-		case "3D000":
-			se.Hint = "create the database, or name an existing one in the DSN"
-		case "53300":
-			se.Hint = "the server has too many connections; retry, or raise max_connections"
-		default:
-			se.Hint = "check the DSN, and that PostgreSQL accepts this role and database from this host"
-		}
-	case errors.As(err, &hostname):
-		se.Err = fmt.Errorf("the certificate of PostgreSQL at %s is not valid for %s: %s", p.addr, hostname.Host, hostname.Error())
-		se.Hint = "with sslmode=verify-full, name the server by a host name its certificate holds (not an IP address it does not list), or use sslmode=verify-ca"
-	case errors.As(err, &unknown), errors.As(err, &invalid):
-		se.Err = fmt.Errorf("cannot verify the certificate of PostgreSQL at %s: %s", p.addr, cause(err))
-		se.Hint = "set sslrootcert (or PGSSLROOTCERT) to the CA certificate that signed the server's"
-	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
-		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
-		se.Hint = "check the host and port, that a firewall lets this host through, and that the server (or pooler) answers; connect_timeout in the DSN or PGCONNECT_TIMEOUT sets the wait"
-	default:
-		msg := cause(err)
-		switch {
-		case strings.Contains(p.addr, "@"):
-			se.Hint = encodeHint
-		case strings.Contains(msg, "password") && p.passfile != "":
-			se.Hint = passfileWarning(p.passfile)
-		case strings.Contains(msg, "password"):
-			se.Hint = "give the password in PGPASSWORD, a PGPASSFILE or the DSN"
-		default:
-			se.Hint = "check that PostgreSQL is running and accepts connections at that address"
-		}
-		se.Err = fmt.Errorf("cannot connect to PostgreSQL at %s: %s", p.addr, msg)
-	}
-	return se
-}
-
-// refusedError is the server's refusal of a connection, which AuthFailed
-// recognises.
-type refusedError struct {
-	addr string
-	pe   *pgconn.PgError
-}
-
-func (e *refusedError) Error() string {
-	return fmt.Sprintf("PostgreSQL at %s refused the connection: %s", e.addr, e.pe.Message)
-}
-
-func (e *refusedError) Unwrap() error { return e.pe }
-
-// AuthFailed reports whether err is the server refusing the login: a
-// wrong or missing password, or no pg_hba.conf entry for it.
-func AuthFailed(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
-	}
-	code := refusalCode(pe)
-	return code == "28P01" || code == "28000"
-}
-
-// refusalCode is the SQLSTATE of a refused connection as PostgreSQL would
-// give it, or "startup" for a start-up parameter refused. A pooler
-// (PgBouncer) refuses with protocol_violation (08P01) whatever the reason,
-// and the reason only in its message, which it words as PostgreSQL does
-// for a missing database and as its own for the rest.
-func refusalCode(pe *pgconn.PgError) string {
-	if pe.Code != "08P01" {
-		return pe.Code
-	}
-	msg := pe.Message
-	switch {
-	case strings.HasPrefix(msg, "unsupported startup parameter"):
-		return "startup"
-	case strings.Contains(msg, "authentication failed"), strings.HasPrefix(msg, "no such user"):
-		return "28P01"
-	case strings.HasPrefix(msg, "no such database"), strings.HasPrefix(msg, "database ") && strings.HasSuffix(msg, "does not exist"):
-		return "3D000"
-	case strings.HasPrefix(msg, "no more connections allowed"):
-		return "53300"
-	case strings.Contains(msg, "cannot connect to server"): // the server behind the pooler is down
-		return "57P03"
-	}
-	return pe.Code
-}
-
-// cause names why a connection failed in a few words ("connection
-// refused", "no such host") rather than pgx's account of every layer, on
-// one line.
-func cause(err error) string {
-	var (
-		errno syscall.Errno
-		dns   *net.DNSError
-		op    *net.OpError
-	)
-	switch {
-	case errors.As(err, &errno):
-		return errno.Error()
-	case errors.As(err, &dns):
-		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
-	case errors.As(err, &op):
-		return op.Err.Error()
-	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return strings.Join(strings.Fields(err.Error()), " ")
-		}
-		err = next
-	}
-}
-
 // Warnings says what the caller should tell the user about how the ledger
 // was opened: a password file that was ignored.
 func (p *Ledger) Warnings() []string {
@@ -575,4 +443,42 @@ func (p *Ledger) Warnings() []string {
 		return nil
 	}
 	return []string{passfileWarning(p.passfile)}
+}
+
+// getParam and setParam read and set a run-time parameter whatever the
+// case the DSN spelt it in (DateStyle, datestyle): the server would get
+// both spellings otherwise.
+func getParam(params map[string]string, name string) (string, bool) {
+	for k, v := range params {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func setParam(params map[string]string, name, value string) {
+	delParam(params, name)
+	params[name] = value
+}
+
+func delParam(params map[string]string, name string) {
+	for k := range params {
+		if strings.EqualFold(k, name) {
+			delete(params, k)
+		}
+	}
+}
+
+// dsnSets reports whether the DSN names the parameter.
+func dsnSets(dsn, param string) bool {
+	_, ok := dsnSetting(dsn, param)
+	return ok
+}
+
+func hostAddr(c *pgconn.Config) string {
+	if strings.HasPrefix(c.Host, "/") {
+		return fmt.Sprintf("%s/.s.PGSQL.%d", c.Host, c.Port)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

@@ -1,0 +1,212 @@
+// Package sqlite is the single-host backend of the ledger contract: one
+// SQLite file (modernc.org/sqlite, no cgo) in WAL mode, one connection per
+// process, every write a short BEGIN IMMEDIATE transaction. Reservations
+// commit at synchronous=NORMAL and outcomes at FULL. Errors are the
+// contract's: driver errors become *ledger.StoreError with a hint.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// busyTimeout is how long SQLite itself waits for the write lock; busyRetries
+// bounds our retries around it (WAL recovery can return BUSY at once).
+const (
+	busyTimeout = 5000 // ms
+	busyRetries = 4
+)
+
+// walTruncateAt is the WAL size past which the end of a run checkpoints the
+// WAL and truncates it (see trimWAL). It is also the journal_size_limit:
+// the WAL file is cut back to it when SQLite restarts it.
+const walTruncateAt = 256 << 10 // bytes: ~64 pages of 4 KiB
+
+var _ ledger.Ledger = (*Ledger)(nil)
+
+// Ledger is the single-host ledger: one file, WAL mode, one connection.
+type Ledger struct {
+	path string
+	db   *sql.DB
+	conn *sql.Conn
+	// mu orders writes, and with them full: whether the connection's
+	// synchronous level is FULL (an outcome was the last write) or NORMAL.
+	mu   sync.Mutex
+	full bool
+	// bootID names the boot this process runs in, for the token mark:
+	// the caller's (ReserveRequest.Owner.BootID), or, where that is
+	// unknown, one made up for this process, so that each process then
+	// counts as a new boot (its first reservation jumps past the mark).
+	bootID string
+	// real is the file SQLite opened (a link's target); mainID and walID
+	// the identity of it and its -wal when opened (see checkFiles).
+	real          string
+	mainID, walID fileID
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+	// Tightened names the ledger files whose group and other permissions
+	// Open took away (the ledger holds command output); callers warn.
+	Tightened []string
+}
+
+// Open opens (creating when missing) the ledger at path to read and
+// write. A missing parent directory is created 0700 and a missing file
+// 0600. A file that is not an idem ledger, or one whose schema needs a
+// newer idem, is refused untouched; an older one is migrated. Every error
+// is a *StoreError.
+func Open(ctx context.Context, path string) (*Ledger, error) {
+	return open(ctx, path, ledger.Options{}, migrations)
+}
+
+// OpenWith opens the ledger at path as opts says: with opts.ReadOnly, an
+// existing ledger is opened for reading only (the file needs only read
+// permission; nothing is created, initialised, migrated or tightened).
+// With opts.ReadOnly or opts.Existing, a missing or empty file is a
+// *StoreError wrapping ledger.ErrNoLedger, and nothing is created. Every
+// error is a *StoreError.
+func OpenWith(ctx context.Context, path string, opts ledger.Options) (*Ledger, error) {
+	return open(ctx, path, opts, migrations)
+}
+
+// open is OpenWith for a given list of migrations (tests give it more).
+func open(ctx context.Context, path string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &ledger.StoreError{Op: "open", Path: path, Err: err}
+	}
+	var real string
+	switch {
+	case opts.ReadOnly:
+		real, err = checkFile(abs)
+	case opts.Existing && missingOrEmpty(abs):
+		return nil, noLedger(abs) // writing would initialise the file
+	default:
+		real, err = prepareFile(abs, !opts.NoMkdir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWAL(abs, real); err != nil {
+		return nil, err
+	}
+	d := dsn(abs, opts.ReadOnly)
+	if opts.ReadOnly {
+		// A reader may not be able to create -wal and -shm (a directory it
+		// cannot write), and must not leave them behind as another user.
+		// Without a -wal, every commit is in the file itself, so it is
+		// read as immutable: SQLite then opens no other file. (A writer
+		// that starts meanwhile and checkpoints into the file could tear
+		// a read; the reader changes nothing, so at worst it fails.) With
+		// a -wal, SQLite reads it through the -shm as any reader does.
+		if _, err := os.Stat(real + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			d += "&immutable=1"
+		}
+	}
+	db, err := sql.Open("sqlite", d)
+	if err != nil {
+		return nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if isReadFault(err) && ctx.Err() == nil {
+		// The connection's pragmas read the file: one transient EIO reads
+		// as a damaged page, so connect once more before calling it corrupt.
+		conn, err = db.Conn(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return nil, storeErr("open", abs, err)
+	}
+	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64())}
+	err = s.checkSchema(ctx, migrations, opts.ReadOnly)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if opts.ReadOnly {
+		return s, nil
+	}
+	// Only a file known to be an idem ledger has its modes changed.
+	if s.Tightened, err = tighten(real); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.bindWAL(real)
+	s.noteFiles(real)
+	return s, nil
+}
+
+// missingOrEmpty reports whether no ledger was ever written at abs: no
+// file (a link to none), or an empty regular file.
+func missingOrEmpty(abs string) bool {
+	fi, err := os.Stat(abs)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+}
+
+// dsn builds a file: URI for modernc: the path percent-escaped so that no
+// user text can add URI or _pragma parameters, then our fixed parameters.
+// Reservations commit with synchronous=NORMAL; Finish switches to FULL.
+// A read-only ledger is opened with mode=ro: SQLite itself refuses writes.
+func dsn(abs string, readOnly bool) string {
+	var b strings.Builder
+	b.WriteString("file:")
+	for i := 0; i < len(abs); i++ {
+		c := abs[i]
+		if c == '/' || c == '-' || c == '_' || c == '.' || c == '~' ||
+			'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	fmt.Fprintf(&b, "?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
+		busyTimeout, walTruncateAt)
+	b.WriteString(platformPragmas)
+	if readOnly {
+		b.WriteString("&mode=ro")
+	}
+	return b.String()
+}
+
+// Describe returns the ledger's path.
+func (s *Ledger) Describe() string { return s.path }
+
+// Identity is the ledger's identity (see ledger.Identity): derived from the
+// main file's device and inode, which every process on this host sees
+// alike, whatever path (symlink, bind mount into a container) it uses, and
+// which no other file has while this one exists. "" if it cannot be read.
+func (s *Ledger) Identity() string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.path, &st); err != nil {
+		return ""
+	}
+	return ledger.MakeIdentity("sqlite", uint64(st.Dev), st.Ino)
+}
+
+// Close releases the connection (SQLite checkpoints the WAL).
+func (s *Ledger) Close() error {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	return s.db.Close()
+}
+
+// CloseAtExit leaves the ledger open, for a process that exits right
+// after (see ledger.CloseAtExit): closing the last connection checkpoints
+// the WAL into the database and deletes it, two fsyncs that buy nothing,
+// as every transaction is already committed in the WAL, as durable as its
+// synchronous level made it. Exiting releases the locks, and the next
+// opener reads the WAL, which trimWAL keeps short. It returns nil.
+func (s *Ledger) CloseAtExit() error { return nil }

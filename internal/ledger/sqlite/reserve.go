@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// Reserve implements Ledger: it reads the record and executes what
+// ledger.Decide says, in one BEGIN IMMEDIATE transaction.
+func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
+	var res *ledger.Reservation
+	s.setBoot(req.Owner.BootID)
+	st := &reserveSteps{s: s, req: req}
+	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
+		res = nil
+		st.tx, st.now = tx, s.Now()
+		rec, err := getReplayable(ctx, tx, st.req.Key)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		st.rec = rec
+		res, err = ledger.Execute(ctx, ledger.Decide(rec, st.req, st.now), rec, st)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome == ledger.Replay {
+		s.trimWAL(ctx)
+	}
+	return res, nil
+}
+
+// reserveSteps are Reserve's ledger.Steps: its writes, in the transaction
+// that read the record rec (nil when there is none) at now.
+type reserveSteps struct {
+	s   *Ledger
+	tx  *sql.Tx
+	req ledger.ReserveRequest
+	rec *ledger.Record
+	now time.Time
+}
+
+var _ ledger.Steps = (*reserveSteps)(nil)
+
+// DeleteExpired implements ledger.Steps.
+func (st *reserveSteps) DeleteExpired(ctx context.Context) error {
+	if err := addTotals(ctx, st.tx, st.rec.Counters, 0, 1); err != nil {
+		return err
+	}
+	return deleteKey(ctx, st.tx, st.req.Key)
+}
+
+// EndAbandoned implements ledger.Steps.
+func (st *reserveSteps) EndAbandoned(ctx context.Context) error {
+	_, err := st.tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?
+		WHERE key = ? AND ended_ms IS NULL`, st.now.UnixMilli(), ledger.AbandonedExitCode, ledger.ClassAbandoned, st.req.Key)
+	return err
+}
+
+// Close implements ledger.Steps.
+func (st *reserveSteps) Close(ctx context.Context) error {
+	_, err := st.tx.ExecContext(ctx, `UPDATE records SET status = 'failed', max_attempts = ?, updated_ms = ? WHERE key = ?`,
+		st.req.MaxAttempts, st.now.UnixMilli(), st.req.Key)
+	return err
+}
+
+// Abandon implements ledger.Steps.
+func (st *reserveSteps) Abandon(ctx context.Context) error {
+	token, err := st.s.nextToken(ctx, st.tx)
+	if err != nil {
+		return err
+	}
+	req, now := &st.req, st.now
+	_, err = st.tx.ExecContext(ctx, `UPDATE records SET status = 'failed', exit_code = ?, exit_source = 'idem',
+		token = ?, max_attempts = ?, finished_ms = ?, updated_ms = ?, duration_ms = ?,
+		expires_ms = CASE WHEN ttl_ms > 0 THEN ? + ttl_ms END, class = 'abandoned', reason = NULL,
+		att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1 WHERE key = ?`,
+		ledger.AbandonedExitCode, token, req.MaxAttempts, now.UnixMilli(), now.UnixMilli(),
+		now.Sub(st.rec.Started).Milliseconds(), now.UnixMilli(), req.Key)
+	return err
+}
+
+func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key = ?`, key); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM records WHERE key = ?`, key)
+	return err
+}
+
+// Create implements ledger.Steps.
+func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error) {
+	tx, req, now := st.tx, &st.req, st.now
+	token, err := st.s.nextToken(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	command, err := json.Marshal(req.Command)
+	if err != nil {
+		return nil, err
+	}
+	o := req.Owner
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
+		owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires_ms, created_ms, started_ms, updated_ms,
+		run_cwd, run_user)
+		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		req.Key, req.Fingerprint, string(command), req.MaxAttempts, token,
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now.Add(req.Lease).UnixMilli(), nowMS, nowMS, nowMS,
+		req.Cwd, req.User); err != nil {
+		return nil, err
+	}
+	id, err := insertAttempt(ctx, tx, req.Key, 1, token, o, now)
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: 1, AttemptID: id}, nil
+}
+
+// Take implements ledger.Steps: the record's previous attempts number
+// done.
+func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
+	tx, req, now := st.tx, &st.req, st.now
+	token, err := st.s.nextToken(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	o := req.Owner
+	n := done + 1
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'in_progress', attempts = ?, max_attempts = ?, token = ?,
+		owner_host = ?, owner_boot_id = ?, owner_pidns = ?, owner_pid = ?, owner_start = ?, child_pgid = 0, child_start = 0,
+		lease_expires_ms = ?, started_ms = ?, updated_ms = ?, finished_ms = NULL, expires_ms = NULL,
+		run_cwd = ?, run_user = ?, att_abandoned = att_abandoned + ? WHERE key = ?`,
+		n, req.MaxAttempts, token, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime),
+		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, req.Cwd, req.User, abandoned, req.Key); err != nil {
+		return nil, err
+	}
+	id, err := insertAttempt(ctx, tx, req.Key, n, token, o, now)
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
+}
+
+func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int64, o ledger.Owner, now time.Time) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO attempts (key, n, token, host, pid, started_ms) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		key, n, token, o.Host, o.PID, now.UnixMilli()).Scan(&id)
+	return id, err
+}
+
+// Replay implements ledger.Steps. The record as read carries its output;
+// one a step made final in this transaction is read again.
+func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reservation, error) {
+	rec := st.rec
+	if changed {
+		var err error
+		if rec, err = getRecord(ctx, st.tx, st.req.Key, true); err != nil {
+			return nil, err
+		}
+	}
+	return countReplay(ctx, st.tx, rec, st.now)
+}
+
+// countReplay counts one suppressed duplicate of rec, read with its output
+// in this transaction, and returns it as replayed.
+func countReplay(ctx context.Context, tx *sql.Tx, rec *ledger.Record, now time.Time) (*ledger.Reservation, error) {
+	nowMS := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
+		nowMS, rec.Key); err != nil {
+		return nil, err
+	}
+	rec.Replays++
+	rec.LastReplay = time.UnixMilli(nowMS)
+	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+}

@@ -1,0 +1,231 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// trimWAL checkpoints the WAL into the database and truncates it to zero
+// once it has grown past walTruncateAt; SetChild (while the command runs),
+// Finish and a replay, which end a run, call it. It is needed because runs
+// exit without closing the ledger (CloseAtExit): the next process to open
+// it alone recovers the WAL from the file and counts none of its frames as
+// checkpointed, so the WAL would never restart, every open would read all
+// of it, and SQLite's own wal_autocheckpoint would copy all of it again at
+// every commit past its threshold. Only a truncated WAL leaves the next
+// opener nothing to read. It is opportunistic: with busy_timeout 0 it gives
+// up at once when another process is reading or writing (which then shares
+// the WAL index, so SQLite's checkpoints work), and its errors are ignored:
+// every transaction is already committed, and the next run tries again.
+func (s *Ledger) trimWAL(ctx context.Context) {
+	fi, err := os.Stat(s.path + "-wal") // a stat opens no descriptor: the locks are safe
+	if err != nil || fi.Size() < walTruncateAt {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		return
+	}
+	s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	s.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeout))
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction, retrying a bounded number
+// of times when SQLite reports BUSY beyond its own timeout.
+func (s *Ledger) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	return s.writeSync(ctx, op, false, fn)
+}
+
+// writeSync is write that commits with synchronous=FULL when full (the WAL
+// is fsynced at the commit), else NORMAL. The level is set only when it
+// changes, so that a run's last write, its outcome, leaves it at FULL
+// rather than paying one more statement before exit to set NORMAL again.
+func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*sql.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.full != full {
+		level := "NORMAL"
+		if full {
+			level = "FULL"
+		}
+		if _, err := s.conn.ExecContext(ctx, `PRAGMA synchronous = `+level); err != nil {
+			return storeErr(op, s.path, err)
+		}
+		s.full = full
+	}
+	var err error
+	reread := false
+	for try := 0; try < busyRetries; try++ {
+		var committing bool
+		err, committing = s.writeOnce(ctx, fn)
+		if !committing && !reread && isReadFault(err) && ctx.Err() == nil {
+			// A read that failed (one transient EIO reads as a damaged
+			// page) before anything was committed: the transaction rolled
+			// back, so it is run once more before the ledger is called
+			// corrupt.
+			reread = true
+			continue
+		}
+		if !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return s.wrap(op, err)
+}
+
+// writeOnce runs fn in one transaction; committing says whether err came
+// from the commit (whose outcome is then unknown).
+func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error, committing bool) {
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err, false
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err, false
+	}
+	return tx.Commit(), true
+}
+
+// fenced runs an owner's UPDATE and turns "no row" into ErrLeaseLost.
+func fenced(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ledger.ErrLeaseLost
+	}
+	return nil
+}
+
+// SetChild implements Ledger. The command is running by then, so this is
+// where a run trims a WAL that has grown long: the checkpoint overlaps the
+// command instead of delaying idem's exit after the outcome.
+func (s *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
+	err := s.write(ctx, "record child", func(tx *sql.Tx) error {
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
+			pgid, int64(start), key, token))
+	})
+	if err == nil {
+		s.trimWAL(ctx)
+	}
+	return err
+}
+
+// Renew implements Ledger.
+func (s *Ledger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+	return s.write(ctx, "renew lease", func(tx *sql.Tx) error {
+		now := s.Now()
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET lease_expires_ms = ?, updated_ms = ? WHERE key = ? AND token = ?`,
+			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token))
+	})
+}
+
+// EndAttempt implements Ledger.
+func (s *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
+	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
+		now := s.Now().UnixMilli()
+		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ?,
+			class = ?, reason = ?`+ledger.BumpSQL(e.Class, "")+` WHERE key = ? AND token = ?`,
+			e.ExitCode, now, e.Class, ledger.ReasonArg(e.StderrTail), e.Key, e.Token)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, delay_ms = ?, stderr_tail = ? WHERE id = ?`,
+			now, e.ExitCode, e.Class, e.Delay.Milliseconds(), ledger.Tail(e.StderrTail), e.AttemptID)
+		return err
+	})
+}
+
+// StartAttempt implements Ledger.
+func (s *Ledger) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
+	var n int
+	var id int64
+	err := s.write(ctx, "start attempt", func(tx *sql.Tx) error {
+		now := s.Now()
+		var o ledger.Owner
+		err := tx.QueryRowContext(ctx, `UPDATE records SET attempts = attempts + 1, lease_expires_ms = ?, updated_ms = ?,
+			child_pgid = 0, child_start = 0 WHERE key = ? AND token = ? RETURNING attempts, owner_host, owner_pid`,
+			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token).Scan(&n, &o.Host, &o.PID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ledger.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		id, err = insertAttempt(ctx, tx, key, n, token, o, now)
+		return err
+	})
+	return n, id, err
+}
+
+// Finish implements Ledger. It commits with synchronous=FULL: once it
+// returns nil the outcome survives a power cut. When the commit itself fails
+// the state is unknown, so the record is read again: Finish returns nil only
+// if the outcome is there.
+func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
+	stdout, stderr := req.Output()
+	err := s.writeSync(ctx, "record outcome", true, func(tx *sql.Tx) error {
+		now := s.Now().UnixMilli()
+		var expires sql.NullInt64
+		if req.TTL > 0 {
+			expires = sql.NullInt64{Int64: now + req.TTL.Milliseconds(), Valid: true}
+		}
+		tail := req.Tail()
+		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, exit_code = ?, exit_source = ?, updated_ms = ?,
+			finished_ms = ?, duration_ms = ?, ttl_ms = ?, expires_ms = ?, lease_expires_ms = 0, output_stored = ?,
+			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+ledger.BumpSQL(req.Class, req.Status)+`
+			WHERE key = ? AND token = ?`,
+			req.Status, req.ExitCode, req.ExitSource, now, now, req.Duration.Milliseconds(), req.TTL.Milliseconds(), expires,
+			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, ledger.ReasonArg(tail),
+			req.Key, req.Token)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, stderr_tail = ? WHERE id = ?`,
+			now, req.ExitCode, req.Class, tail, req.AttemptID)
+		return err
+	})
+	if err == nil {
+		if err := s.checkFiles("record outcome"); err != nil {
+			return err
+		}
+		s.trimWAL(ctx)
+		return nil
+	}
+	var se *ledger.StoreError
+	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)) {
+		return nil
+	}
+	return err
+}
+
+// Release implements Ledger.
+func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
+	return s.writeTokens(ctx, "release", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
+			return err
+		}
+		if prev == nil {
+			return fenced(tx.ExecContext(ctx, `DELETE FROM records WHERE key = ? AND token = ?`, key, token))
+		}
+		// A fresh token fences the releasing owner out: it must not write again.
+		fresh, err := s.nextToken(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, attempts = ?, max_attempts = ?, exit_code = ?,
+			finished_ms = ?, expires_ms = ?, lease_expires_ms = 0, child_pgid = 0, child_start = 0, updated_ms = ?, token = ?
+			WHERE key = ? AND token = ?`,
+			prev.Status, prev.Attempts, prev.MaxAttempts, nullCode(prev.ExitCode, prev.HasExit),
+			ms(prev.Finished), ms(prev.Expires), s.Now().UnixMilli(), fresh, key, token))
+	})
+}
