@@ -224,8 +224,8 @@ func TestREADMEInstall(t *testing.T) {
 			t.Errorf("README.md:%d: installs a module version outside the go-install block: %s", i+1, l)
 		}
 	}
-	goInstallAt := strings.Index(section, "<!-- install: go-install -->")
-	if intro := section[strings.LastIndex(section[:goInstallAt], "\n\n")+1 : goInstallAt]; !strings.Contains(intro, "once the module is\npublished") && !strings.Contains(intro, "once the module is published") {
+	before := strings.TrimRight(section[:strings.Index(section, "<!-- install: go-install -->")], "\n")
+	if intro := strings.Join(strings.Fields(before[strings.LastIndex(before, "\n\n")+1:]), " "); !strings.Contains(intro, "once the module is published") {
 		t.Errorf("the go-install block's introduction does not say it works once the module is published: %q", intro)
 	}
 	if !strings.Contains(blocks["clone"], "CGO_ENABLED=0 go install .\n") {
@@ -240,15 +240,9 @@ func TestREADMEInstall(t *testing.T) {
 		}
 	}
 
-	var rel *release
-	getRelease := func(t *testing.T) release {
-		t.Helper()
-		if rel == nil {
-			r := buildRelease(t)
-			rel = &r
-		}
-		return *rel
-	}
+	// one release for the subtests, in the parent's temporary directory
+	rel := buildRelease(t)
+	getRelease := func(*testing.T) release { return rel }
 
 	t.Run("archive", func(t *testing.T) {
 		needRoot(t)
@@ -358,8 +352,8 @@ func TestREADMEInstall(t *testing.T) {
 			args := strings.Fields(m[1])
 			out := output(t, command{argv: append([]string{filepath.Join(bin, "idem")}, args...), env: env})
 			switch {
-			case args[0] == "inspect" && !strings.Contains(out, "demo"):
-				t.Errorf("%s printed %q, want the key demo", m[0], out)
+			case args[0] == "inspect" && !strings.Contains(out, "demo:version"):
+				t.Errorf("%s printed %q, want the key demo:version", m[0], out)
 			case args[0] == "run" && out != r.wantVersion():
 				t.Errorf("%s printed %q, want %q (run, then replayed)", m[0], out, r.wantVersion())
 			}
