@@ -16,8 +16,15 @@ import (
 	"github.com/idemhq/idem/internal/location"
 )
 
-// version is set at link time (-ldflags "-X github.com/idemhq/idem/cmd.version=v1.2.3").
-var version = ""
+// version and commit are set at link time (-ldflags "-X
+// github.com/idemhq/idem/cmd.version=v1.2.3 -X
+// github.com/idemhq/idem/cmd.commit=<rev>"): scripts/release sets both, so a
+// release build names its commit without -buildvcs, which would fail in a
+// tree that is not a git checkout.
+var (
+	version = ""
+	commit  = ""
+)
 
 // app holds what commands depend on, so tests can replace it and so that
 // nothing (the ledger above all) is opened before a command needs it.

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ func newManCmd(a *app) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if _, err := a.stdout.Write(manPage(c.Root())); err != nil {
+			if _, err := a.stdout.Write(manPage(c.Root(), manDate(a.getenv("SOURCE_DATE_EPOCH")))); err != nil {
 				return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the manual page: %v", err)}
 			}
 			return nil
@@ -27,14 +28,23 @@ func newManCmd(a *app) *cobra.Command {
 	}
 }
 
+// manDate is the page's date: SOURCE_DATE_EPOCH's when set, so that a
+// release's page is the same on every rebuild of its commit, else today.
+func manDate(sourceDateEpoch string) time.Time {
+	if n, err := strconv.ParseInt(sourceDateEpoch, 10, 64); err == nil {
+		return time.Unix(n, 0).UTC()
+	}
+	return time.Now()
+}
+
 // manPage renders the root command's page with every subcommand's usage,
 // flags and examples, then the EXIT STATUS and ENVIRONMENT sections. It is
 // written by hand: cobra/doc's markdown-to-roff dependencies cost every
 // idem invocation ~0.3 ms of package initialisation.
-func manPage(root *cobra.Command) []byte {
+func manPage(root *cobra.Command, date time.Time) []byte {
 	var s strings.Builder
 	fmt.Fprintf(&s, ".nh\n.TH \"IDEM\" \"1\" \"%s\" \"idem %s\" \"User Commands\"\n",
-		time.Now().Format("Jan 2006"), roff(versionString()))
+		date.Format("Jan 2006"), roff(versionString()))
 	fmt.Fprintf(&s, ".SH NAME\nidem \\- %s\n", roff(root.Short))
 	fmt.Fprintf(&s, ".SH SYNOPSIS\n\\fB%s\\fP\n", roff(root.UseLine()))
 	fmt.Fprintf(&s, ".SH DESCRIPTION\n%s\n", roffText(root.Long))

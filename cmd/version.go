@@ -6,7 +6,8 @@ import (
 )
 
 // versionString is the link-time version, else the module version from the
-// build info, with the VCS revision when the build recorded one.
+// build info, with the VCS revision when the build recorded one, else the
+// link-time commit.
 func versionString() string {
 	v := version
 	info, ok := debug.ReadBuildInfo()
@@ -16,13 +17,17 @@ func versionString() string {
 	if v == "" {
 		v = "(devel)"
 	}
+	rev := commit
 	if ok {
 		for _, s := range info.Settings {
-			// A pseudo-version (v0.0.0-<date>-<rev12>) names it already.
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
-				v += " (" + s.Value[:12] + ")"
+			if s.Key == "vcs.revision" {
+				rev = s.Value
 			}
 		}
+	}
+	// A pseudo-version (v0.0.0-<date>-<rev12>) names it already.
+	if len(rev) >= 12 && !strings.Contains(v, rev[:12]) {
+		v += " (" + rev[:12] + ")"
 	}
 	return v
 }

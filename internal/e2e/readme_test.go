@@ -114,36 +114,6 @@ func testedBlocks(path string) ([]readmeBlock, error) {
 	return out, sc.Err()
 }
 
-// TestREADMEInstall: the README's install commands work today (idem is not
-// a published module, so no 'go install ...@latest'), and the Go version
-// it asks for is the one go.mod states.
-func TestREADMEInstall(t *testing.T) {
-	root := moduleRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
-	if m == nil {
-		t.Fatal("go.mod has no go line")
-	}
-	if want := "Go " + string(m[1]) + " or later"; !strings.Contains(string(readme), want) {
-		t.Errorf("README does not say %q (go.mod's go line)", want)
-	}
-	for i, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "go install ") && strings.Contains(l, "@") {
-			t.Errorf("README.md:%d: installs a module version, but idem is not published: %s", i+1, l)
-		}
-	}
-	if !strings.Contains(string(readme), "go install .") {
-		t.Error("README does not show 'go install .' from a clone")
-	}
-}
-
 // TestDocReportSchema: docs/operators.md documents exactly the fields an
 // `idem run --report` file has, its example has them all, and both name
 // the schema version idem writes.
