@@ -241,13 +241,11 @@ func TestREADMEInstall(t *testing.T) {
 	}
 
 	// one release for the subtests, in the parent's temporary directory
-	rel := buildRelease(t)
-	getRelease := func(*testing.T) release { return rel }
+	r := buildRelease(t)
 
 	t.Run("archive", func(t *testing.T) {
 		needRoot(t)
 		unshare := needTool(t, "unshare")
-		r := getRelease(t)
 		// the block runs where a user downloaded SHA256SUMS and one archive
 		dir := t.TempDir()
 		archive := r.fill("idem_VERSION_linux_amd64.tar.gz")
@@ -275,7 +273,6 @@ func TestREADMEInstall(t *testing.T) {
 	})
 
 	t.Run("package", func(t *testing.T) {
-		r := getRelease(t)
 		// every package the block names is one the release builds
 		for _, f := range regexp.MustCompile(`\./(\S+)`).FindAllStringSubmatch(r.fill(blocks["package"]), -1) {
 			if _, err := os.Stat(filepath.Join(r.dir, f[1])); err != nil {
@@ -324,7 +321,6 @@ func TestREADMEInstall(t *testing.T) {
 
 	t.Run("image", func(t *testing.T) {
 		podman := needTool(t, "podman")
-		r := getRelease(t)
 		image := "localhost/idem:" + r.version
 		cfg := strings.TrimSpace(output(t, inherit(nil, podman, "image", "inspect", "--format",
 			"{{.Config.User}}|{{range $k, $_ := .Config.Volumes}}{{$k}}{{end}}|{{range .Config.Env}}{{.}},{{end}}", image)))
@@ -391,7 +387,10 @@ func TestREADMEInstall(t *testing.T) {
 		modcache := strings.TrimSpace(output(t, inherit(nil, goTool, "env", "GOMODCACHE")))
 		home := t.TempDir()
 		env := []string{basePath(t), "HOME=" + home, "GOPATH=" + filepath.Join(home, "go"),
-			"GOMODCACHE=" + filepath.Join(home, "modcache"), "GOFLAGS=-modcacherw",
+			// -trimpath: the packages compiled from the module cache's
+			// copy are the ones a release build compiled from the clone
+			// (GOCACHE has them), instead of compiled afresh for a new path
+			"GOMODCACHE=" + filepath.Join(home, "modcache"), "GOFLAGS=-modcacherw -trimpath",
 			"GOPROXY=file://" + proxy + ",file://" + filepath.Join(modcache, "cache", "download"),
 			"GONOSUMDB=github.com/idemhq", "GOSUMDB=off", "GOTOOLCHAIN=local",
 			"GOCACHE=" + strings.TrimSpace(output(t, inherit(nil, goTool, "env", "GOCACHE")))}
