@@ -2,11 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
@@ -42,13 +44,19 @@ database's pages are the server's to check (data checksums, pg_amcheck).`,
 	c.SetHelpTemplate(exitSection(
 		exitLine{exitcode.OK, "no damage found"},
 		exitLine{exitcode.Usage, "bad arguments"},
-		exitLine{exitcode.IOErr, "the ledger is damaged, or could not be opened or read"},
+		exitLine{exitcode.IOErr, "the ledger is damaged, missing, or could not be opened or read"},
 	))
 	return c
 }
 
 func runCheck(ctx context.Context, a *app) error {
 	l, err := a.openExistingLedger(ctx, true)
+	var nl *noLedgerError
+	if errors.As(err, &nl) {
+		// Nothing to check is no clean bill of health: most likely a
+		// mistyped path, or another user's ledger location.
+		return &ledger.StoreError{Op: "check", Path: nl.path, Err: errors.New("no ledger there: nothing was ever recorded"), Hint: nl.hint()}
+	}
 	if err != nil {
 		return err
 	}
