@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -171,17 +172,21 @@ func (s *Ledger) checkPages(ctx context.Context) error {
 		dest = append(dest, new(any))
 	}
 	read := func() error { return s.conn.QueryRowContext(ctx, pageCheckSQL).Scan(dest...) }
+	sound := func() bool { return checks[0] == "ok" && checks[1] == "ok" && checks[2] == "ok" }
 	err := read()
-	if isReadFault(err) && ctx.Err() == nil {
-		err = read() // one transient EIO reads as a damaged page
+	if (isReadFault(err) || err == nil && !sound()) && ctx.Err() == nil {
+		// One transient EIO reads as a damaged page (quick_check reports
+		// it as a problem): read once more before calling it corrupt.
+		err = read()
 	}
 	if err != nil {
 		return storeErr("open", s.path, err)
 	}
 	for i, table := range []string{"counters", "token_mark", "totals"} {
 		if checks[i] != "ok" {
+			problem := strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(checks[i], "*** in database main ***", ""), "\n", " "))
 			return &ledger.StoreError{Op: "open", Path: s.path,
-				Err: fmt.Errorf("the database is corrupt (table %s: %s)", table, checks[i]), Hint: corruptHint}
+				Err: fmt.Errorf("the database is corrupt (table %s: %s)", table, problem), Hint: corruptHint}
 		}
 	}
 	return nil
