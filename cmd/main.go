@@ -107,6 +107,8 @@ func subcommand(name string) func(*app) *cobra.Command {
 		return newBackupCmd
 	case "schema":
 		return newSchemaCmd
+	case "check":
+		return newCheckCmd
 	}
 	return nil
 }
@@ -190,7 +192,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.Version = versionString()
 	root.AddCommand(newRunCmd(a))
-	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newSchemaCmd(a))
+	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newCheckCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
 	usageErrors(root)

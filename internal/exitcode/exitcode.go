@@ -12,12 +12,12 @@ import (
 
 // idem's own exit codes.
 const (
-	OK         = 0   // inspect, purge or key did what was asked
+	OK         = 0   // inspect, purge, key or check did what was asked
 	NoRecord   = 1   // inspect: no record for the key
 	Usage      = 64  // EX_USAGE
 	DataErr    = 65  // EX_DATAERR: key reused with another fingerprint
 	Software   = 70  // EX_SOFTWARE: an error idem has no name for (a bug)
-	IOErr      = 74  // EX_IOERR: the ledger cannot be opened, read or written
+	IOErr      = 74  // EX_IOERR: the ledger cannot be opened, read or written, or is damaged
 	TempFail   = 75  // EX_TEMPFAIL: try again later
 	Timeout    = 124 // timeout(1): idem stopped the last attempt
 	CannotExec = 126 // the command is not executable
@@ -78,12 +78,12 @@ func Table() []Entry {
 	every := func(code int, name, meaning string) Entry { return Entry{code, name, meaning, meaning} }
 	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost"
 	return []Entry{
-		{OK, "OK", "inspect, purge or key did what was asked", ""},
+		{OK, "OK", "inspect, purge, key or check did what was asked", ""},
 		{NoRecord, "NoRecord", "inspect: no record for KEY", ""},
 		every(Usage, "Usage", "usage: bad flag, bad key, no command"),
 		every(DataErr, "DataErr", "key reused with a different command or payload"),
 		every(Software, "Software", "internal error in idem (a bug: please report it)"),
-		every(IOErr, "IOErr", "ledger cannot be opened, read or written"),
+		{IOErr, "IOErr", "ledger cannot be opened, read or written; check: it is damaged", "ledger cannot be opened, read or written"},
 		{TempFail, "TempFail", busy + "; purge: a live record was kept", busy},
 		every(Timeout, "Timeout", "last attempt timed out"),
 		every(CannotExec, "CannotExec", "command not executable"),

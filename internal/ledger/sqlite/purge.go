@@ -262,8 +262,11 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key IN (SELECT value FROM json_each(?))`, string(g)); err != nil {
-			return err
+		for _, q := range []string{`DELETE FROM attempts WHERE key IN (SELECT value FROM json_each(?))`,
+			`DELETE FROM outputs WHERE key IN (SELECT value FROM json_each(?))`} {
+			if _, err := tx.ExecContext(ctx, q, string(g)); err != nil {
+				return err
+			}
 		}
 		n = len(gone)
 		return nil

@@ -77,7 +77,15 @@ func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*le
 	if !withOutput {
 		return scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM records WHERE key = ?`, key))
 	}
-	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`, stdout, stderr FROM records WHERE key = ?`, key))
+	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`, `+outputSQL("stdout")+`, `+outputSQL("stderr")+`
+		FROM records WHERE key = ?`, key))
+}
+
+// outputSQL is a records query's expression for a column of the record's
+// output: its outputs row, written by the outcome (see schema_v4.sql);
+// empty when the record has none, NULL when no output was stored.
+func outputSQL(col string) string {
+	return `CASE WHEN output_stored THEN coalesce((SELECT o.` + col + ` FROM outputs o WHERE o.key = records.key), x'') END`
 }
 
 // getReplayable reads key's record for Reserve, with its output only when
@@ -85,8 +93,8 @@ func getRecord(ctx context.Context, q querier, key string, withOutput bool) (*le
 // statement, while an in-progress or retryable record's output is not read.
 func getReplayable(ctx context.Context, q querier, key string) (*ledger.Record, error) {
 	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`,
-		CASE WHEN status IN ('succeeded', 'failed') THEN stdout END,
-		CASE WHEN status IN ('succeeded', 'failed') THEN stderr END FROM records WHERE key = ?`, key))
+		CASE WHEN status IN ('succeeded', 'failed') THEN `+outputSQL("stdout")+` END,
+		CASE WHEN status IN ('succeeded', 'failed') THEN `+outputSQL("stderr")+` END FROM records WHERE key = ?`, key))
 }
 
 func scanWithOutput(row scanner) (*ledger.Record, error) {

@@ -17,7 +17,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	s.setBoot(req.Owner.BootID)
 	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
-		res = nil
+		res, st.count = nil, false
 		st.tx, st.now = tx, s.Now()
 		rec, err := getReplayable(ctx, tx, st.req.Key)
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
@@ -31,9 +31,29 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		return nil, err
 	}
 	if res.Outcome == ledger.Replay {
+		if st.count {
+			s.countReplay(ctx, res.Record, st.now)
+		}
 		s.trimWAL(ctx)
 	}
 	return res, nil
+}
+
+// countReplay counts a replay of rec that changed nothing else, in a
+// transaction of its own, after the one that read rec has ended: a replay
+// writes nothing but this counter, and a counter that cannot be written (a
+// full disk, an I/O error, a write lock held past the busy timeout) loses
+// one count, never the replay. Its error is dropped: the replay's output is
+// the recorded one, byte for byte, with no notice added, and the next
+// write that matters (a run's reservation or outcome) reports the fault.
+func (s *Ledger) countReplay(ctx context.Context, rec *ledger.Record, now time.Time) {
+	err := s.write(ctx, "count replay", func(tx *sql.Tx) error {
+		return bumpReplays(ctx, tx, rec.Key, now)
+	})
+	if err == nil {
+		rec.Replays++
+		rec.LastReplay = time.UnixMilli(now.UnixMilli())
+	}
 }
 
 // reserveSteps are Reserve's ledger.Steps: its writes, in the transaction
@@ -44,6 +64,9 @@ type reserveSteps struct {
 	req ledger.ReserveRequest
 	rec *ledger.Record
 	now time.Time
+	// count says the outcome is a replay that changed nothing, whose
+	// counter Reserve writes after the transaction (see countReplay).
+	count bool
 }
 
 var _ ledger.Steps = (*reserveSteps)(nil)
@@ -88,6 +111,9 @@ func (st *reserveSteps) Abandon(ctx context.Context) error {
 
 func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key = ?`, key); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM outputs WHERE key = ?`, key); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `DELETE FROM records WHERE key = ?`, key)
@@ -156,28 +182,32 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int
 	return id, err
 }
 
-// Replay implements ledger.Steps. The record as read carries its output;
-// one a step made final in this transaction is read again.
+// Replay implements ledger.Steps. The record as read carries its output.
+// A replay that changed nothing is counted after the transaction (see
+// countReplay); one that a step made final in this transaction is read
+// again and counted with the step's writes, which must land for it.
 func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reservation, error) {
 	rec := st.rec
-	if changed {
-		var err error
-		if rec, err = getRecord(ctx, st.tx, st.req.Key, true); err != nil {
-			return nil, err
-		}
+	if !changed {
+		st.count = true
+		return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
 	}
-	return countReplay(ctx, st.tx, rec, st.now)
-}
-
-// countReplay counts one suppressed duplicate of rec, read with its output
-// in this transaction, and returns it as replayed.
-func countReplay(ctx context.Context, tx *sql.Tx, rec *ledger.Record, now time.Time) (*ledger.Reservation, error) {
-	nowMS := now.UnixMilli()
-	if _, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`,
-		nowMS, rec.Key); err != nil {
+	rec, err := getRecord(ctx, st.tx, st.req.Key, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := bumpReplays(ctx, st.tx, rec.Key, st.now); err != nil {
 		return nil, err
 	}
 	rec.Replays++
-	rec.LastReplay = time.UnixMilli(nowMS)
+	rec.LastReplay = time.UnixMilli(st.now.UnixMilli())
 	return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+}
+
+// bumpReplays counts one suppressed duplicate of key at now: the records
+// row it updates holds no output (see schema_v4.sql), so this writes one
+// page, whatever the output's size.
+func bumpReplays(ctx context.Context, tx *sql.Tx, key string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`, now.UnixMilli(), key)
+	return err
 }

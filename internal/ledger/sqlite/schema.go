@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -20,9 +21,12 @@ var schemaV2 string
 //go:embed schema_v3.sql
 var schemaV3 string
 
+//go:embed schema_v4.sql
+var schemaV4 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
@@ -31,6 +35,7 @@ var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
 	{Version: 2, Compat: 1, SQL: schemaV2},
 	{Version: 3, Compat: 1, SQL: schemaV3},
+	{Version: 4, Compat: 4, SQL: schemaV4},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
@@ -43,6 +48,11 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	// One statement, so one snapshot: another idem may be initialising the
 	// file right now, and separate reads could see its schema without its
 	// version and call the file foreign.
+	// Every page read from here on has its cells checked too, so that a
+	// damaged page is refused as corrupt rather than misread.
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA cell_size_check = ON`); err != nil {
+		return storeErr("open", s.path, err)
+	}
 	var appID, version, objects, pageSize int64
 	read := func() error {
 		return s.conn.QueryRowContext(ctx,
@@ -68,10 +78,15 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		if err != nil {
 			return s.schemaErr(err)
 		}
-		if len(pending) == 0 {
+		if len(pending) > 0 {
+			if err := s.migrate(ctx, "migrate", migrations); err != nil {
+				return err
+			}
+		}
+		if readOnly {
 			return nil
 		}
-		return s.migrate(ctx, "migrate", migrations)
+		return s.checkPages(ctx)
 	case appID != 0 || version != 0:
 		return notLedger(s.path)
 	}
@@ -125,7 +140,57 @@ func (s *Ledger) checkSize(pageSize int64) error {
 }
 
 // corruptHint says how to restore a ledger (see 'idem backup --help').
-const corruptHint = "restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
+const corruptHint = "see idem check; restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
+
+// pageCheckSQL reads, in one statement, what every run and replay of the
+// ledger depends on beyond its own record: the one-page tables (the token
+// counter and mark, the totals), checked whole, and the root and rightmost
+// path of every other b-tree, which SQLite checks as it reads them (with
+// cell_size_check): the pages where a new record, attempt and outcome are
+// inserted. It costs a few dozen page reads whatever the ledger's size, most
+// of them pages the run reads next anyway. The rest of a large table is
+// checked as a run reads it (its key's path), and whole by idem check.
+const pageCheckSQL = `SELECT
+	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('counters')),
+	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('token_mark')),
+	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('totals')),
+	(SELECT max(rowid) FROM records), (SELECT max(key) FROM records),
+	(SELECT max(coalesce(finished_ms, created_ms)) FROM records), (SELECT max(status) FROM records),
+	(SELECT max(expires_ms) FROM records WHERE expires_ms IS NOT NULL),
+	(SELECT max(id) FROM attempts), (SELECT max(key) FROM attempts),
+	(SELECT max(rowid) FROM outputs), (SELECT max(key) FROM outputs)`
+
+// checkPages refuses, before anything is written, a ledger whose pages
+// that every run depends on are damaged (see pageCheckSQL): SQLite reports
+// a damaged page only when it reads it, and a run writes to pages it has
+// not read (the totals) or reads only after its command ran (the outcome's
+// index entries).
+func (s *Ledger) checkPages(ctx context.Context) error {
+	checks := make([]string, 3)
+	dest := []any{&checks[0], &checks[1], &checks[2]}
+	for range 9 {
+		dest = append(dest, new(any))
+	}
+	read := func() error { return s.conn.QueryRowContext(ctx, pageCheckSQL).Scan(dest...) }
+	sound := func() bool { return checks[0] == "ok" && checks[1] == "ok" && checks[2] == "ok" }
+	err := read()
+	if (isReadFault(err) || err == nil && !sound()) && ctx.Err() == nil {
+		// One transient EIO reads as a damaged page (quick_check reports
+		// it as a problem): read once more before calling it corrupt.
+		err = read()
+	}
+	if err != nil {
+		return storeErr("open", s.path, err)
+	}
+	for i, table := range []string{"counters", "token_mark", "totals"} {
+		if checks[i] != "ok" {
+			problem := strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(checks[i], "*** in database main ***", ""), "\n", " "))
+			return &ledger.StoreError{Op: "open", Path: s.path,
+				Err: fmt.Errorf("the database is corrupt (table %s: %s)", table, problem), Hint: corruptHint}
+		}
+	}
+	return nil
+}
 
 func notLedger(path string) error {
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New("not an idem ledger"),

@@ -183,11 +183,14 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 		tail := req.Tail()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET status = ?, exit_code = ?, exit_source = ?, updated_ms = ?,
 			finished_ms = ?, duration_ms = ?, ttl_ms = ?, expires_ms = ?, lease_expires_ms = 0, output_stored = ?,
-			stdout = ?, stderr = ?, stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+ledger.BumpSQL(req.Class, req.Status)+`
+			stdout_truncated = ?, stderr_truncated = ?, class = ?, reason = ?`+ledger.BumpSQL(req.Class, req.Status)+`
 			WHERE key = ? AND token = ?`,
 			req.Status, req.ExitCode, req.ExitSource, now, now, req.Duration.Milliseconds(), req.TTL.Milliseconds(), expires,
-			req.OutputStored, stdout, stderr, req.StdoutTruncated, req.StderrTruncated, req.Class, ledger.ReasonArg(tail),
+			req.OutputStored, req.StdoutTruncated, req.StderrTruncated, req.Class, ledger.ReasonArg(tail),
 			req.Key, req.Token)); err != nil {
+			return err
+		}
+		if err := putOutput(ctx, tx, req.Key, stdout, stderr); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ms = ?, exit_code = ?, class = ?, stderr_tail = ? WHERE id = ?`,
@@ -205,6 +208,19 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 	if errors.As(err, &se) && req.Landed(getRecord(context.WithoutCancel(ctx), s.conn, req.Key, false)) {
 		return nil
 	}
+	return err
+}
+
+// putOutput stores a record's output in its outputs row, apart from the
+// records row that leases and replays update (see schema_v4.sql): a row
+// only for output that is not empty; an earlier outcome's row goes.
+func putOutput(ctx context.Context, tx *sql.Tx, key string, stdout, stderr []byte) error {
+	if len(stdout) == 0 && len(stderr) == 0 {
+		_, err := tx.ExecContext(ctx, `DELETE FROM outputs WHERE key = ?`, key)
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO outputs (key, stdout, stderr) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET stdout = excluded.stdout, stderr = excluded.stderr`, key, ledger.NonNil(stdout), ledger.NonNil(stderr))
 	return err
 }
 

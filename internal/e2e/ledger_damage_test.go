@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"database/sql"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rootPages returns the root page of every table and index of the SQLite
+// file at path, by name.
+func rootPages(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, rootpage FROM sqlite_schema WHERE rootpage > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	pages := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var page int64
+		if err := rows.Scan(&name, &page); err != nil {
+			t.Fatal(err)
+		}
+		pages[name] = page
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+func fileSum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// TestDamagedLedgerRefused: random bytes over the root page of any table
+// or index of a compacted ledger (after purge --vacuum, so every table is
+// in the file, none in a -wal): a run of a recorded key and one of a new
+// key both exit 74 saying the ledger is corrupt, nothing runs, and the
+// file is left byte for byte; idem check reports the damage (74) and what
+// to do, and passes the undamaged ledger (0).
+func TestDamagedLedgerRefused(t *testing.T) {
+	idem := idemBin(t)
+	dir := t.TempDir()
+	clean0 := filepath.Join(dir, "clean.db")
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	job := func(ledger, key string) command {
+		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
+		c.dir = work
+		return c
+	}
+	for _, k := range []string{"job:recorded-1", "job:recorded-2", "job:recorded-3"} {
+		if p := run(t, job(clean0, k)); p.code != 0 {
+			t.Fatalf("recording %s: %v", k, p)
+		}
+	}
+	if p := run(t, clean(nil, idem, "--ledger", clean0, "purge", "--older-than", "1000h", "--vacuum")); p.code != 0 {
+		t.Fatalf("purge --vacuum: %v", p)
+	}
+	if p := run(t, clean(nil, idem, "--ledger", clean0, "check")); p.code != 0 || !strings.Contains(p.stdout, ": ok (") {
+		t.Fatalf("check of the undamaged ledger: %v; want 0 and ok", p)
+	}
+	pristine, err := os.ReadFile(clean0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := rootPages(t, clean0)
+	for _, name := range []string{"counters", "totals", "token_mark", "records", "attempts", "outputs"} {
+		if pages[name] == 0 {
+			t.Fatalf("no root page for %s among %v", name, pages)
+		}
+	}
+	rng := rand.New(rand.NewPCG(32, 9))
+	const pageSize = 4096
+	for name, page := range pages {
+		path := filepath.Join(dir, name+".db")
+		b := bytes.Clone(pristine)
+		for i := (page - 1) * pageSize; i < page*pageSize; i++ {
+			b[i] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sum := fileSum(t, path)
+		for _, key := range []string{"job:recorded-1", "job:new-key"} {
+			os.Remove(filepath.Join(work, "ran"))
+			p := run(t, job(path, key))
+			if p.code != 74 || !strings.Contains(p.stderr, "corrupt") || p.stdout != "" {
+				t.Errorf("%s damaged, run of %s: %v; want 74, corrupt, no output", name, key, p)
+			}
+			if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
+				t.Errorf("%s damaged, run of %s: the command ran", name, key)
+			}
+			if fileSum(t, path) != sum {
+				t.Errorf("%s damaged, run of %s: the ledger file changed", name, key)
+			}
+			if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+				t.Errorf("%s damaged, run of %s: %d bytes written to the -wal", name, key, fi.Size())
+			}
+		}
+		p := run(t, clean(nil, idem, "--ledger", path, "check"))
+		if p.code != 74 || !strings.Contains(p.stderr, "idem: error: ledger "+path+": check: the database is damaged") ||
+			!strings.Contains(p.stderr, "idem: hint: stop every idem that uses it, then restore it from a backup") {
+			t.Errorf("%s damaged, check: %v; want 74, damaged, and how to recover", name, p)
+		}
+		if fileSum(t, path) != sum {
+			t.Errorf("%s damaged: check changed the ledger file", name)
+		}
+	}
+}

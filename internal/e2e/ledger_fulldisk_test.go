@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/idemhq/idem/internal/testenv"
+)
+
+// smallFS mounts a tmpfs of size (e.g. "8m") on a fresh directory for the
+// test's lifetime.
+func smallFS(t *testing.T, size string) string {
+	t.Helper()
+	testenv.Need(t, "root", os.Geteuid() == 0, "mounting a small tmpfs needs root")
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		t.Fatalf("mount a %s tmpfs: %v", size, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fill writes zeros to a new file in dir until its file system is full.
+func fill(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for len(buf) > 0 {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", dir, err)
+			}
+			buf = buf[:len(buf)/2]
+		}
+	}
+}
+
+// TestFullDiskReplays: on a full file system, a replay of a recorded
+// outcome, which needs nothing written, still replays: the recorded exit
+// code and output, byte for byte, with the usual replay notice and no
+// error. A new key, which must be
+// recorded, is refused with 74 and runs nothing.
+func TestFullDiskReplays(t *testing.T) {
+	idem := idemBin(t)
+	dir := smallFS(t, "8m")
+	path := filepath.Join(dir, "ledger.db")
+	out := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	src := filepath.Join(t.TempDir(), "out")
+	if err := os.WriteFile(src, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--ledger", path, "run", "--key", "job:full", "--", "sh", "-c", `cat "$1"; echo warn >&2; exit 3`, "sh", src}
+	if p := run(t, clean(nil, idem, args...)); p.code != 3 || p.stdout != string(out) {
+		t.Fatalf("first run: exit %d, %d bytes of stdout; want 3 and 1 MiB", p.code, len(p.stdout))
+	}
+	fill(t, dir)
+	for i := 1; i <= 3; i++ {
+		p := run(t, clean(nil, idem, args...))
+		if p.code != 3 || p.stdout != string(out) || !strings.HasPrefix(p.stderr, "warn\nidem: replayed job:full: failed ") ||
+			strings.Contains(p.stderr, "error") {
+			t.Fatalf("replay %d on a full disk: exit %d, %d bytes of stdout, stderr %q; want 3, the recorded 1 MiB, \"warn\" and the replay's notice",
+				i, p.code, len(p.stdout), p.stderr)
+		}
+	}
+	mark := filepath.Join(t.TempDir(), "ran")
+	p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:new-key", "--", "sh", "-c", `: > "$1"`, "sh", mark))
+	if p.code != 74 || !strings.Contains(p.stderr, "disk full") {
+		t.Errorf("a new key on a full disk: %v; want 74, disk full", p)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("a new key ran on a full disk, where its outcome could not be recorded")
+	}
+}

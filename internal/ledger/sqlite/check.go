@@ -1,0 +1,79 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// maxProblems is how many problems Check reports at most: the first few
+// say what is damaged; a restore is the answer to one or to thousands.
+const maxProblems = 20
+
+// CheckResult is what Check found: the pages it read, and the problems
+// SQLite's integrity_check reported (at most maxProblems).
+type CheckResult struct {
+	Pages    int64
+	Problems []string
+}
+
+// Check runs SQLite's PRAGMA integrity_check over the whole ledger, in one
+// read transaction (runs go on meanwhile): every page of every table and
+// index, the free list, and that each index matches its table. It reads
+// the whole file: seconds for a ledger of hundreds of megabytes. A damaged
+// ledger returns its result and a *StoreError that says how to recover;
+// one too damaged to be read returns only the error (corrupt).
+func (s *Ledger) Check(ctx context.Context) (*CheckResult, error) {
+	var r CheckResult
+	if err := s.conn.QueryRowContext(ctx, `SELECT page_count FROM pragma_page_count()`).Scan(&r.Pages); err != nil {
+		return nil, s.checkErr(err)
+	}
+	rows, err := s.conn.QueryContext(ctx, fmt.Sprintf(`PRAGMA integrity_check(%d)`, maxProblems))
+	if err != nil {
+		return nil, s.checkErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, s.checkErr(err)
+		}
+		if p != "ok" {
+			r.Problems = append(r.Problems, p)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.checkErr(err)
+	}
+	if len(r.Problems) > 0 {
+		return &r, &ledger.StoreError{Op: "check", Path: s.path, Err: damagedErr(len(r.Problems)), Hint: checkHint}
+	}
+	return &r, nil
+}
+
+// checkErr is a failed check's error: a page so damaged that SQLite
+// stops reading (SQLITE_CORRUPT) is the check's verdict, with its hint.
+func (s *Ledger) checkErr(err error) error {
+	err = s.wrap("check", err)
+	var se *ledger.StoreError
+	if errors.As(err, &se) && se.Hint == corruptHint {
+		se.Err, se.Hint = errors.New("the database is damaged: SQLite reports it corrupt"), checkHint
+	}
+	return err
+}
+
+func damagedErr(n int) error {
+	if n >= maxProblems {
+		return fmt.Errorf("the database is damaged: integrity_check found %d problems or more", n)
+	}
+	if n == 1 {
+		return errors.New("the database is damaged: integrity_check found 1 problem")
+	}
+	return fmt.Errorf("the database is damaged: integrity_check found %d problems", n)
+}
+
+// checkHint is what to do with a damaged ledger (docs/operators.md has
+// the steps).
+const checkHint = "stop every idem that uses it, then restore it from a backup made with idem backup (remove the ledger's -wal and -shm, copy the backup over it), or salvage it with sqlite3's .recover; see Damaged ledgers in docs/operators.md"
