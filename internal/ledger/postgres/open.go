@@ -42,6 +42,7 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // with skewed clocks still agree on when a lease expires.
 type Ledger struct {
 	pool   *pgxpool.Pool
+	db     pinned // pool, with search_path pinned: every statement but VACUUM goes through it
 	schema string
 	// sql holds the ledger's statements with the schema's name in place
 	// (see q).
@@ -176,7 +177,7 @@ func open(ctx context.Context, dsn, schema string, opts Options, migrations []le
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Ledger{pool: pool, schema: schema, beside: opts.Beside, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
+	p := &Ledger{pool: pool, db: pinned{pool}, schema: schema, beside: opts.Beside, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
 		syncCommit: syncCommit, asyncCommit: asyncCommit, passfile: passfile}
 	if err := p.connect(ctx); err != nil {
 		pool.Close()

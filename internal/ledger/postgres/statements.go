@@ -63,7 +63,7 @@ func SchemaSQL(schema string, roles []string) string {
 	b.WriteString("-- Apply it once, as the role that is to own the ledger: psql -v ON_ERROR_STOP=1 -f FILE\n")
 	b.WriteString("-- (an existing ledger is migrated by 'idem schema --apply' instead).\n")
 	b.WriteString("BEGIN;\n")
-	fmt.Fprintf(&b, "DO $$ BEGIN PERFORM pg_advisory_xact_lock(%d); END $$;\n", migrateLock)
+	fmt.Fprintf(&b, "DO $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(%d); END $$;\n", migrateLock)
 	fmt.Fprintf(&b, "CREATE SCHEMA %s;\n", s)
 	fmt.Fprintf(&b, "SET LOCAL search_path TO %s;\n", s)
 	for _, m := range migrations {
@@ -104,6 +104,9 @@ func Apply(ctx context.Context, dsn, schema string, roles []string) (*Applied, e
 		return a, nil
 	}
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if err := pin(ctx, tx); err != nil {
+			return err
+		}
 		for _, r := range roles {
 			for _, g := range RuntimeGrants(l.schema, r) {
 				if _, err := tx.Exec(ctx, g); err != nil {
