@@ -260,7 +260,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ),
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ, loc.Location),
 		Procs: procs.New(), LockPath: a.runLockPath(loc, l),
 	}
 	ro := o.Options
