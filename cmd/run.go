@@ -58,8 +58,9 @@ replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
 
-The child inherits the environment (IDEM_LEDGER without its password: a
-nested idem takes it from PGPASSWORD or a PGPASSFILE) plus IDEM_KEY,
+The child inherits the environment plus IDEM_LEDGER (the ledger this run
+records in, however it was named; a DSN without its password: a nested
+idem takes it from PGPASSWORD or a PGPASSFILE), IDEM_KEY,
 IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
 lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
 IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
