@@ -58,6 +58,11 @@ func (p *Ledger) wrap(op string, err error) error {
 	case errors.As(err, &ce):
 		// Before the context's errors: a connect timeout is one.
 		return p.connectError(err)
+	case errors.Is(err, context.DeadlineExceeded) && ownerWrite(op):
+		// The server took the statement and did not finish it in time:
+		// a row lock someone holds, or a server that stopped answering.
+		return &ledger.StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("PostgreSQL at %s did not finish the write in time: %w", p.addr, err),
+			Hint: "a transaction may hold the key's row lock: look for it in pg_stat_activity (wait_event_type Lock, or a long idle in transaction), or check that the server answers"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &pe):
@@ -69,6 +74,17 @@ func (p *Ledger) wrap(op string, err error) error {
 			Hint: "check that PostgreSQL is running and reachable from this host"}
 	}
 	return &ledger.StoreError{Op: op, Path: p.desc, Err: err}
+}
+
+// ownerWrite reports whether op is one of a reservation's owner's writes
+// (everything after Reserve): its deadline is the runner's own, not the
+// user's --deadline, so running out of it is the ledger's failure.
+func ownerWrite(op string) bool {
+	switch op {
+	case "record child", "renew lease", "record attempt", "start attempt", "record outcome", "release":
+		return true
+	}
+	return false
 }
 
 // connLost reports whether err is the connection failing under us (EOF,
