@@ -70,6 +70,8 @@ func SchemaSQL(schema string, roles []string) string {
 		fmt.Fprintf(&b, "\n-- Migration %d\n%s\n", m.Version, strings.TrimSpace(m.SQL))
 	}
 	fmt.Fprintf(&b, "\nINSERT INTO %s.meta (version) VALUES (%d);\n", s, last.Version)
+	fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN home text;\n", s)
+	fmt.Fprintf(&b, "UPDATE %s.meta SET home = %s;\n", s, strings.Join(strings.Fields(homeSQL), " "))
 	if last.Compat != last.Version {
 		fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN compat integer;\n", s)
 		fmt.Fprintf(&b, "UPDATE %s.meta SET compat = %d;\n", s, last.Compat)
@@ -88,18 +90,26 @@ func SchemaSQL(schema string, roles []string) string {
 type Applied struct {
 	Schema        string
 	Before, After int // schema versions; Before 0: created
+	// Rehomed: the ledger had been restored from another database, and
+	// its fencing tokens were moved past any handed out there.
+	Rehomed bool
 }
 
 // Apply creates or migrates the ledger's schema in schema (Schema when
-// empty) as the connecting role, as a run does, then grants each of roles
-// RuntimeGrants. Errors are *ledger.StoreError.
+// empty) as the connecting role, as a run does, records this database as
+// the ledger's home (moving its tokens past a restored backup's), then
+// grants each of roles RuntimeGrants. Errors are *ledger.StoreError.
 func Apply(ctx context.Context, dsn, schema string, roles []string) (*Applied, error) {
-	l, err := OpenWith(ctx, dsn, Options{Schema: schema, Beside: true})
+	l, err := OpenWith(ctx, dsn, Options{Schema: schema, Beside: true, Rehome: true})
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	a := &Applied{Schema: l.schema, Before: l.before, After: len(migrations)}
+	moved, err := l.moveHome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &Applied{Schema: l.schema, Before: l.before, After: len(migrations), Rehomed: moved}
 	if len(roles) == 0 {
 		return a, nil
 	}
