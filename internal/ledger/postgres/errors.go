@@ -70,7 +70,7 @@ func (p *Ledger) wrap(op string, err error) error {
 	}
 	if connLost(err) {
 		return &ledger.StoreError{Op: op, Path: p.desc,
-			Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
+			Err:  &lostError{addr: p.addr, why: cause(err), err: err},
 			Hint: "check that PostgreSQL is running and reachable from this host"}
 	}
 	return &ledger.StoreError{Op: op, Path: p.desc, Err: err}
@@ -100,7 +100,7 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 	se := &ledger.StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
 	switch {
 	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
-		se.Err = fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, pe.Message)
+		se.Err = &lostError{addr: p.addr, why: pe.Message, err: pe}
 		se.Hint = "check that PostgreSQL is running and reachable from this host"
 	case pe.Code == "42501":
 		se.Hint = fmt.Sprintf("grant this role the use of the ledger in schema %q: 'idem schema --grant ROLE' prints the grants", p.schema)
@@ -115,3 +115,16 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 	}
 	return se
 }
+
+// lostError is the connection to the server failing under a statement,
+// which may or may not have committed.
+type lostError struct {
+	addr, why string
+	err       error
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %s", e.addr, e.why)
+}
+
+func (e *lostError) Unwrap() error { return e.err }

@@ -43,10 +43,56 @@ func (p *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		}
 		return errors.New("the key kept changing under concurrent runs")
 	})
+	if err != nil && fateUnknown(err) {
+		return p.reserveFate(ctx, req, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// fateUnknown reports whether err is the connection breaking under a
+// statement, which may have committed all the same.
+func fateUnknown(err error) bool {
+	var lost *lostError
+	return errors.As(err, &lost)
+}
+
+// reserveFate settles a reservation whose connection broke under it (a
+// server crash, a terminated backend, a reset): a fresh read finds
+// whether the claim of a new key committed as this owner's, and then
+// returns it, so that the run goes on with what the ledger holds rather
+// than leave the key in progress and unowned for a lease. Anything else
+// (a takeover, whose previous state a release would need, or no answer)
+// is err, whose hint says the key may stay busy.
+func (p *Ledger) reserveFate(ctx context.Context, req ledger.ReserveRequest, err error) (*ledger.Reservation, error) {
+	// The re-read keeps the call's deadline, not its cancellation.
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, d)
+	}
+	defer cancel()
+	o := req.Owner
+	res := &ledger.Reservation{Outcome: ledger.Reserved}
+	rerr := p.db.QueryRow(rctx, p.q(`SELECT r.token, a.n, a.id FROM {schema}.records r
+		JOIN {schema}.attempts a ON a.key = r.key AND a.token = r.token
+		WHERE r.key = $1 AND r.status = 'in_progress' AND r.attempts = 1 AND r.created = r.started
+			AND r.owner_host = $2 AND r.owner_boot_id = $3 AND r.owner_pidns = $4 AND r.owner_pid = $5 AND r.owner_start = $6`),
+		req.Key, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime)).Scan(&res.Token, &res.Attempt, &res.AttemptID)
+	if rerr == nil {
+		return res, nil
+	}
+	var se *ledger.StoreError
+	if errors.As(err, &se) {
+		c := *se
+		c.Hint = "if the reservation reached the server, other hosts find the key busy until its lease (--lease) ends"
+		if se.Hint != "" {
+			c.Hint = se.Hint + "; " + c.Hint
+		}
+		return nil, &c
+	}
+	return nil, err
 }
 
 // replayFinal counts and returns a replay of a succeeded (or final failed)
