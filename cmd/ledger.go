@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/idemhq/idem/internal/exitcode"
@@ -171,35 +170,42 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	return l, nil
 }
 
-// childEnviron is env for the command idem runs: IDEM_LEDGER without its
-// password, since the command may print its environment (into the
-// ledger's stored output) or hand it on. A nested idem reaches the same
-// ledger with the password from PGPASSWORD or a PGPASSFILE, which, as every
-// PG* variable, pass through untouched: they may be the command's own.
-func (a *app) childEnviron(env []string) []string {
-	for i, kv := range env {
-		v, ok := strings.CutPrefix(kv, "IDEM_LEDGER=")
-		if !ok {
-			continue
+// childEnviron is env for the command idem runs under the ledger at loc:
+// IDEM_LEDGER names that ledger however idem was told of it (--ledger,
+// IDEM_LEDGER, the default location), so that a nested idem run records
+// in the same ledger rather than this host's own file; a file as an
+// absolute path, since the command may change directory. A DSN goes
+// without its password, since the command may print its environment
+// (into the ledger's stored output) or hand it on. A nested idem reaches
+// the same ledger with the password from PGPASSWORD or a PGPASSFILE,
+// which, as every PG* variable, pass through untouched: they may be the
+// command's own.
+func (a *app) childEnviron(env []string, loc location.Location) []string {
+	v := loc.Value()
+	if !loc.Shared() && !filepath.IsAbs(v) {
+		if abs, err := filepath.Abs(v); err == nil {
+			v = abs
 		}
-		loc, err := a.backends.Lookup(v)
-		if err != nil {
-			continue
-		}
-		clean, had, ok := loc.Backend().WithoutPassword(v)
-		if !had && ok {
-			continue
-		}
-		if !ok {
-			// Nothing can be taken out reliably: hand on a DSN that fails
-			// loudly, rather than none (a nested idem would use a local
-			// file).
-			clean = "postgres://(unparsable)"
-		}
-		env = slices.Clone(env)
-		env[i] = "IDEM_LEDGER=" + clean
 	}
-	return env
+	clean, _, ok := loc.Backend().WithoutPassword(v)
+	if !ok {
+		// Nothing can be taken out reliably: hand on a DSN that fails
+		// loudly, rather than none (a nested idem would use a local
+		// file).
+		clean = "postgres://(unparsable)"
+	}
+	out, set := make([]string, 0, len(env)+1), false
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "IDEM_LEDGER=") {
+			out = append(out, kv)
+		} else if !set {
+			out, set = append(out, "IDEM_LEDGER="+clean), true
+		}
+	}
+	if !set {
+		out = append(out, "IDEM_LEDGER="+clean)
+	}
+	return out
 }
 
 // loginError says why a login to the ledger at loc failed inside a

@@ -58,8 +58,9 @@ replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
 
-The child inherits the environment (IDEM_LEDGER without its password: a
-nested idem takes it from PGPASSWORD or a PGPASSFILE) plus IDEM_KEY,
+The child inherits the environment plus IDEM_LEDGER (the ledger this run
+records in, however it was named; a DSN without its password: a nested
+idem takes it from PGPASSWORD or a PGPASSFILE), IDEM_KEY,
 IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
 lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
 IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
@@ -260,7 +261,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ),
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ, loc.Location),
 		Procs: procs.New(), LockPath: a.runLockPath(loc, l),
 	}
 	ro := o.Options

@@ -50,7 +50,7 @@ func (p *Ledger) now() any {
 
 // nowSQL is the SQL for "now" given the parameter now() fills.
 func nowSQL(param int) string {
-	return fmt.Sprintf("coalesce($%d::timestamptz, clock_timestamp())", param)
+	return fmt.Sprintf("coalesce($%d::timestamptz, pg_catalog.clock_timestamp())", param)
 }
 
 // usTime scans microseconds since the epoch into a time; NULL is the zero
@@ -88,6 +88,6 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // clock returns the ledger's now: Now when set, else the server's clock.
 func (p *Ledger) clock(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := p.pool.QueryRow(ctx, `SELECT `+epochUS(nowSQL(1)), p.now()).Scan(&usTime{&now})
+	err := p.db.QueryRow(ctx, `SELECT `+epochUS(nowSQL(1)), p.now()).Scan(&usTime{&now})
 	return now, err
 }

@@ -31,6 +31,9 @@ type connector struct {
 	rand   backoff.Rand
 	now    func() time.Time
 	sleep  func(context.Context, time.Duration) error
+	// probe, when set, asks the address what listens there after the
+	// first failure that PostgreSQL's own do not explain (see probe).
+	probe func(context.Context) error
 }
 
 func defaultConnector() connector {
@@ -58,13 +61,34 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // connect calls try (one connection attempt, with its own connect
 // timeout) until it succeeds, fails for good, or the budget or ctx ends;
 // each try's context ends with the budget. It returns the last error.
+// A listener that answers as something else than PostgreSQL fails it at
+// once (a *mismatchError); one that says nothing keeps being retried, and
+// its last error says so (errSilent).
 func (c connector) connect(ctx context.Context, try func(context.Context) error) error {
 	giveUp := c.now().Add(c.budget)
+	probe := c.probe
+	var silent error
 	for n := 1; ; n++ {
 		tctx, cancel := context.WithDeadline(ctx, time.Now().Add(giveUp.Sub(c.now())))
 		err := try(tctx)
 		cancel()
-		if err == nil || !transientConnect(err) || ctx.Err() != nil {
+		if err == nil || !transientConnect(err) {
+			return err
+		}
+		if probe != nil && unexplained(err) && ctx.Err() == nil {
+			var mismatch *mismatchError
+			switch perr := probe(ctx); {
+			case errors.As(perr, &mismatch):
+				return perr
+			case errors.Is(perr, errSilent):
+				silent = errSilent
+			}
+			probe = nil
+		}
+		if silent != nil {
+			err = errors.Join(err, silent)
+		}
+		if ctx.Err() != nil {
 			return err
 		}
 		d := c.policy.Delay(n, c.rand)
@@ -75,6 +99,14 @@ func (c connector) connect(ctx context.Context, try func(context.Context) error)
 			return err
 		}
 	}
+}
+
+// unexplained reports whether a transient connection failure is one that
+// a listener other than PostgreSQL also gives: the connection closed or
+// timed out before an answer, rather than refused or a server's refusal.
+func unexplained(err error) bool {
+	var pe *pgconn.PgError
+	return !errors.As(err, &pe) && !errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // transientConnect reports whether a connection failed for a reason that
@@ -103,15 +135,22 @@ func transientConnect(err error) bool {
 // connect makes the pool's first connection, retrying failures that pass
 // (connector); it stays in the pool for the queries that follow.
 func (p *Ledger) connect(ctx context.Context) error {
-	err := defaultConnector().connect(ctx, func(ctx context.Context) error {
+	c := defaultConnector()
+	if !strings.HasPrefix(p.addr, "/") {
+		c.probe = func(ctx context.Context) error { return probe(ctx, p.addr) }
+	}
+	err := c.connect(ctx, func(ctx context.Context) error {
 		c, err := p.pool.Acquire(ctx)
 		if err == nil {
 			c.Release()
 		}
 		return err
 	})
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	var (
+		ce       *pgconn.ConnectError
+		mismatch *mismatchError
+	)
+	if errors.As(err, &ce) || errors.As(err, &mismatch) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		// Also when it timed out, or the retries' budget ended during a try.
 		return p.connectError(err)
 	}
@@ -139,7 +178,11 @@ func (p *Ledger) connectError(err error) error {
 		unknown  x509.UnknownAuthorityError
 		invalid  x509.CertificateInvalidError
 	)
+	var mismatch *mismatchError
 	switch {
+	case errors.As(err, &mismatch):
+		se.Err = mismatch
+		se.Hint = "point the DSN's host and port at PostgreSQL (port 5432 by default) or PgBouncer (6432): that port serves something else"
 	case errors.As(err, &pe):
 		se.Err = &refusedError{addr: p.addr, pe: pe}
 		switch refusalCode(pe) {
@@ -165,6 +208,9 @@ func (p *Ledger) connectError(err error) error {
 		se.Hint = "set sslrootcert (or PGSSLROOTCERT) to the CA certificate that signed the server's"
 	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
 		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
+		if errors.Is(err, errSilent) {
+			se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s: %w", p.addr, errSilent)
+		}
 		se.Hint = "check the host and port, that a firewall lets this host through, and that the server (or pooler) answers; connect_timeout in the DSN or PGCONNECT_TIMEOUT sets the wait"
 	default:
 		msg := cause(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,5 +97,55 @@ func TestConnectGivesUp(t *testing.T) {
 	err = testConnector(f).connect(ctx, func(context.Context) error { tries++; return refused })
 	if !errors.Is(err, refused) || tries != 1 {
 		t.Errorf("cancelled: err %v after %d tries; want refused after 1", err, tries)
+	}
+}
+
+// A listener that answers as something else fails the connection at the
+// first failure, without a retry; one that says nothing is retried as
+// before, and its error says so.
+func TestConnectProbesWhatAnswered(t *testing.T) {
+	eof := fmt.Errorf("failed to receive message: %w", io.ErrUnexpectedEOF)
+	mismatch := &mismatchError{addr: "db:5432", what: "HTTP"}
+	f := &fakeTime{t: time.Unix(0, 0)}
+	c := testConnector(f)
+	probes, tries := 0, 0
+	c.probe = func(context.Context) error { probes++; return mismatch }
+	err := c.connect(context.Background(), func(context.Context) error { tries++; return eof })
+	if !errors.Is(err, mismatch) || tries != 1 || probes != 1 || len(f.slept) != 0 {
+		t.Errorf("err %v after %d tries, %d probes, slept %v; want the mismatch at once", err, tries, probes, f.slept)
+	}
+	f = &fakeTime{t: time.Unix(0, 0)}
+	c = testConnector(f)
+	probes, tries = 0, 0
+	c.probe = func(context.Context) error { probes++; return errSilent }
+	err = c.connect(context.Background(), func(context.Context) error { tries++; return eof })
+	if !errors.Is(err, eof) || !errors.Is(err, errSilent) || tries != 6 || probes != 1 {
+		t.Errorf("err %v after %d tries, %d probes; want EOF and errSilent after 6 tries, 1 probe", err, tries, probes)
+	}
+	// A refusal (nothing listens) or a server's own refusal is not probed.
+	probes = 0
+	c.probe = func(context.Context) error { probes++; return mismatch }
+	c.connect(context.Background(), func(context.Context) error { return fmt.Errorf("dial: %w", syscall.ECONNREFUSED) })
+	c.connect(context.Background(), func(context.Context) error { return &pgconn.PgError{Code: "57P03"} })
+	if probes != 0 {
+		t.Errorf("%d probes after refusals, want none", probes)
+	}
+}
+
+func TestAnswered(t *testing.T) {
+	for in, want := range map[string]string{
+		"S": "", "N": "", "EFATAL": "",
+		"HTTP/1.1 400 Bad Request\r\n": "HTTP", "SSH-2.0-OpenSSH_9.2\r\n": "SSH", "\x15\x03\x01\x00\x02": "TLS",
+		"220 mail ESMTP\r\n": `"220 mail ESMTP"`,
+	} {
+		err := answered("db:5432", []byte(in))
+		var m *mismatchError
+		got := ""
+		if errors.As(err, &m) {
+			got = m.what
+		}
+		if !strings.HasPrefix(got, want) || (want == "") != (err == nil) {
+			t.Errorf("answered(%q) = %v, want %q", in, err, want)
+		}
 	}
 }

@@ -176,11 +176,12 @@ func openErr(t *testing.T, dsn, secret string) *ledger.StoreError {
 }
 
 // A server that accepts the connection and never answers: the connect
-// timeout is idem's error, in one line, with a hint.
+// timeout is idem's error, in one line that says the port took the
+// connection, with a hint.
 func TestConnectHung(t *testing.T) {
 	addr := testenv.SilentListener(t)
 	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?connect_timeout=1", "S3cret")
-	if want := "timed out connecting to PostgreSQL at " + addr; se.Err.Error() != want {
+	if want := "timed out connecting to PostgreSQL at " + addr + ": the port accepts connections but nothing answers on it"; se.Err.Error() != want {
 		t.Errorf("error %q, want %q", se.Err, want)
 	}
 	if !strings.Contains(se.Hint, "connect_timeout") {

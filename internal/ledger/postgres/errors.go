@@ -58,6 +58,11 @@ func (p *Ledger) wrap(op string, err error) error {
 	case errors.As(err, &ce):
 		// Before the context's errors: a connect timeout is one.
 		return p.connectError(err)
+	case errors.Is(err, context.DeadlineExceeded) && ownerWrite(op):
+		// The server took the statement and did not finish it in time:
+		// a row lock someone holds, or a server that stopped answering.
+		return &ledger.StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("PostgreSQL at %s did not finish the write in time: %w", p.addr, err),
+			Hint: "a transaction may hold the key's row lock: look for it in pg_stat_activity (wait_event_type Lock, or a long idle in transaction), or check that the server answers"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &pe):
@@ -65,10 +70,21 @@ func (p *Ledger) wrap(op string, err error) error {
 	}
 	if connLost(err) {
 		return &ledger.StoreError{Op: op, Path: p.desc,
-			Err:  fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, cause(err)),
+			Err:  &lostError{addr: p.addr, why: cause(err), err: err},
 			Hint: "check that PostgreSQL is running and reachable from this host"}
 	}
 	return &ledger.StoreError{Op: op, Path: p.desc, Err: err}
+}
+
+// ownerWrite reports whether op is one of a reservation's owner's writes
+// (everything after Reserve): its deadline is the runner's own, not the
+// user's --deadline, so running out of it is the ledger's failure.
+func ownerWrite(op string) bool {
+	switch op {
+	case "record child", "renew lease", "record attempt", "start attempt", "record outcome", "release":
+		return true
+	}
+	return false
 }
 
 // connLost reports whether err is the connection failing under us (EOF,
@@ -84,7 +100,7 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 	se := &ledger.StoreError{Op: op, Path: p.desc, Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
 	switch {
 	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
-		se.Err = fmt.Errorf("lost the connection to PostgreSQL at %s: %s", p.addr, pe.Message)
+		se.Err = &lostError{addr: p.addr, why: pe.Message, err: pe}
 		se.Hint = "check that PostgreSQL is running and reachable from this host"
 	case pe.Code == "42501":
 		se.Hint = fmt.Sprintf("grant this role the use of the ledger in schema %q: 'idem schema --grant ROLE' prints the grants", p.schema)
@@ -99,3 +115,16 @@ func (p *Ledger) serverError(op string, pe *pgconn.PgError) error {
 	}
 	return se
 }
+
+// lostError is the connection to the server failing under a statement,
+// which may or may not have committed.
+type lostError struct {
+	addr, why string
+	err       error
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %s", e.addr, e.why)
+}
+
+func (e *lostError) Unwrap() error { return e.err }

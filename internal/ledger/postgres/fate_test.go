@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,68 @@ func TestPostgresFinishFateUnknown(t *testing.T) {
 			}
 			if rec.Status != ledger.StatusInProgress {
 				t.Fatalf("record %s, want still in progress", rec.Status)
+			}
+		})
+	}
+}
+
+// When the connection breaks while the claim of a new key is out, a
+// fresh read settles it: a claim that committed is this owner's
+// reservation, which the run goes on with (its outcome lands), rather than
+// a key left in progress and unowned for a lease; one that never reached
+// the server is an error whose hint says the key may stay busy.
+func TestPostgresReserveFateUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		committed bool
+	}{
+		{"committed, reply lost", true},
+		{"never reached the server", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := url.Parse(ledgertest.PostgresDSN(t))
+			if err != nil || u.Host == "" {
+				t.Fatalf("IDEM_TEST_POSTGRES must be a postgres:// URL for this test (%v)", err)
+			}
+			target := u.Host
+			if u.Port() == "" {
+				target = net.JoinHostPort(u.Hostname(), "5432")
+			}
+			proxy := startCutProxy(t, target)
+			u.Host = proxy.addr()
+			q := u.Query()
+			q.Set("sslmode", "disable") // the proxy reads the protocol
+			u.RawQuery = q.Encode()
+			l := openLedger(t, u.String(), freshSchema(t))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const key = "fate:reserve-unknown"
+			// The claim of a new key: the statement that sets synchronous_commit from $14.
+			proxy.arm("set_config('synchronous_commit', $14", tc.committed)
+			res, err := l.Reserve(ctx, ledger.ReserveRequest{Key: key, Fingerprint: "fp-fate", Command: []string{"true"},
+				MaxAttempts: 1, Owner: ledger.Owner{Host: "h", BootID: "b", PID: 7, StartTime: 99}, Lease: time.Minute})
+			if n := proxy.cutCount(); n != 1 {
+				t.Fatalf("the proxy broke %d connections, want 1: the test did not put Reserve's fate in doubt", n)
+			}
+			if !tc.committed {
+				var se *ledger.StoreError
+				if !errors.As(err, &se) || !strings.Contains(se.Hint, "other hosts find the key busy until its lease (--lease) ends") {
+					t.Fatalf("Reserve = %+v, %v: want a *StoreError whose hint says the key may stay busy", res, err)
+				}
+				return
+			}
+			if err != nil || res.Outcome != ledger.Reserved || res.Attempt != 1 {
+				t.Fatalf("Reserve = %+v, %v: want the reservation that committed", res, err)
+			}
+			rec, err := l.Get(ctx, key)
+			if err != nil || rec.Token != res.Token {
+				t.Fatalf("record %+v, %v: want token %d", rec, err, res.Token)
+			}
+			if err := l.Finish(ctx, ledger.FinishRequest{Key: key, Token: res.Token, AttemptID: res.AttemptID,
+				Status: ledger.StatusSucceeded, ExitSource: "child", Class: "success", Duration: time.Second,
+				OutputStored: true}); err != nil {
+				t.Fatalf("Finish with the settled reservation: %v", err)
 			}
 		})
 	}

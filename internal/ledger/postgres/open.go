@@ -42,6 +42,7 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // with skewed clocks still agree on when a lease expires.
 type Ledger struct {
 	pool   *pgxpool.Pool
+	db     pinned // pool, with search_path pinned: every statement but VACUUM goes through it
 	schema string
 	// sql holds the ledger's statements with the schema's name in place
 	// (see q).
@@ -57,6 +58,8 @@ type Ledger struct {
 	// beside: create the ledger even beside another schema's
 	// (Options.Beside).
 	beside bool
+	// rehome: Options.Rehome.
+	rehome bool
 	// id is the ledger's identity: its schema's creation time (meta.created,
 	// microseconds), read at open.
 	id string
@@ -92,6 +95,9 @@ type Options struct {
 	// a forgotten IDEM_LEDGER_SCHEMA would otherwise start a second ledger
 	// and split its fleet.
 	Beside bool
+	// Rehome opens a ledger restored from another database (which a run
+	// refuses) so that it can be made this one's (see Apply).
+	Rehome bool
 }
 
 // OpenWith is Open as opts says: the ledger is in schema opts.Schema
@@ -176,7 +182,7 @@ func open(ctx context.Context, dsn, schema string, opts Options, migrations []le
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: desc, Err: err}
 	}
-	p := &Ledger{pool: pool, schema: schema, beside: opts.Beside, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
+	p := &Ledger{pool: pool, db: pinned{pool}, schema: schema, beside: opts.Beside, rehome: opts.Rehome, sql: newStatements(schema), desc: desc, addr: hostAddr(&cc.Config),
 		syncCommit: syncCommit, asyncCommit: asyncCommit, passfile: passfile}
 	if err := p.connect(ctx); err != nil {
 		pool.Close()

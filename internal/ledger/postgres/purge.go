@@ -56,7 +56,7 @@ func (u *purger) Page(ctx context.Context, cursor string, n int) ([]string, map[
 }
 
 func (u *purger) Get(ctx context.Context, key string) (*ledger.Record, error) {
-	r, err := u.p.getRecord(ctx, u.p.pool, key, false)
+	r, err := u.p.getRecord(ctx, u.p.db, key, false)
 	return r, u.p.wrap("purge", err)
 }
 
@@ -65,7 +65,7 @@ func (u *purger) Delete(ctx context.Context, del []string, more bool) (int, erro
 	u.args["del"], u.args["force"] = del, u.force
 	var n int64
 	err := u.p.do(ctx, "purge", func() error {
-		return u.p.pool.QueryRow(ctx, u.p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
+		return u.p.db.QueryRow(ctx, u.p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
 			AND (@force::boolean OR NOT `+liveSQL+`) RETURNING `+ledger.CounterColumns+`),
 			t AS (`+addTotalsSQL(`count(*)`, `0`)+`)
 			SELECT count(*) FROM d`), u.args).Scan(&n)
@@ -81,7 +81,7 @@ func (p *Ledger) missing(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	rows, err := p.pool.Query(ctx, p.q(`SELECT u.k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i)
+	rows, err := p.db.Query(ctx, p.q(`SELECT u.k FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i)
 		WHERE NOT EXISTS (SELECT 1 FROM {schema}.records r WHERE r.key = u.k) GROUP BY u.k ORDER BY min(u.i)`), keys)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ const purgePageSQL = `SELECT key, ` + liveSQL + ` FROM {schema}.records
 // page reads one page of purge candidates: their keys in order, and which
 // of them are live.
 func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[string]struct{}, error) {
-	rows, err := p.pool.Query(ctx, p.q(purgePageSQL), args)
+	rows, err := p.db.Query(ctx, p.q(purgePageSQL), args)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,7 +109,7 @@ func (p *Ledger) page(ctx context.Context, args pgx.NamedArgs) ([]string, map[st
 // so that purge --vacuum refuses before it removes anything.
 func (p *Ledger) CheckVacuum(ctx context.Context) error {
 	var owner bool
-	if err := p.pool.QueryRow(ctx, p.q(`SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
+	if err := p.db.QueryRow(ctx, p.q(`SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class
 		WHERE oid IN ('{schema}.records'::regclass, '{schema}.attempts'::regclass)`)).Scan(&owner); err != nil {
 		return p.wrap("compact", err)
 	}
@@ -127,7 +127,7 @@ func (p *Ledger) CheckVacuum(ctx context.Context) error {
 func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	size := func() (int64, error) {
 		var n int64
-		err := p.pool.QueryRow(ctx,
+		err := p.db.QueryRow(ctx,
 			p.q(`SELECT pg_total_relation_size('{schema}.records'::regclass) + pg_total_relation_size('{schema}.attempts'::regclass)`)).Scan(&n)
 		return n, err
 	}
@@ -142,6 +142,8 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 		return nil, err
 	}
 	if err := p.do(ctx, "compact", func() error {
+		// Unpinned: VACUUM refuses to run in a transaction or a pipeline,
+		// and names nothing search_path resolves.
 		_, err := p.pool.Exec(ctx, p.q(`VACUUM (FULL, ANALYZE) {schema}.records, {schema}.attempts`))
 		return err
 	}); err != nil {

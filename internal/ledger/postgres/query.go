@@ -80,7 +80,7 @@ func (p *Ledger) page1(ctx context.Context, f ledger.ListFilter, after *ledger.C
 	var out []*ledger.Record
 	err = p.do(ctx, "list", func() error {
 		out = make([]*ledger.Record, 0, n)
-		rows, err := p.pool.Query(ctx, p.q(q), args)
+		rows, err := p.db.Query(ctx, p.q(q), args)
 		if err != nil {
 			return err
 		}
@@ -136,6 +136,9 @@ func (p *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledge
 	var m *ledger.Metrics
 	err := p.do(ctx, "metrics", func() error {
 		return pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			if err := pin(ctx, tx); err != nil {
+				return err
+			}
 			var now time.Time
 			if err := tx.QueryRow(ctx, `SELECT `+epochUS(nowSQL(1)), p.now()).Scan(&usTime{&now}); err != nil {
 				return err

@@ -106,7 +106,7 @@ func (p *Ledger) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	var r *ledger.Record
 	err := p.do(ctx, "read", func() error {
 		var err error
-		r, err = p.getRecord(ctx, p.pool, key, true)
+		r, err = p.getRecord(ctx, p.db, key, true)
 		return err
 	})
 	return r, err
@@ -117,7 +117,7 @@ func (p *Ledger) History(ctx context.Context, key string) ([]ledger.Attempt, err
 	var out []ledger.Attempt
 	err := p.do(ctx, "read", func() error {
 		out = nil
-		rows, err := p.pool.Query(ctx, p.q(`SELECT n, token, host, pid, `+epochUS("started")+`, `+epochUS("ended")+`,
+		rows, err := p.db.Query(ctx, p.q(`SELECT n, token, host, pid, `+epochUS("started")+`, `+epochUS("ended")+`,
 			exit_code, class, delay_ms, encode(stderr_tail, 'hex')
 			FROM {schema}.attempts WHERE key = $1 ORDER BY id`), key)
 		if err != nil {

@@ -34,7 +34,7 @@ func (p *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			if res, err = p.replayFinal(ctx, req); err != nil || res != nil {
 				return err
 			}
-			if res, err = p.create(ctx, p.pool, req, command, p.now()); err != nil || res != nil {
+			if res, err = p.create(ctx, p.db, req, command, p.now()); err != nil || res != nil {
 				return err
 			}
 			if res, err = p.decide(ctx, req, command); err != nil || res != nil {
@@ -43,17 +43,63 @@ func (p *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		}
 		return errors.New("the key kept changing under concurrent runs")
 	})
+	if err != nil && fateUnknown(err) {
+		return p.reserveFate(ctx, req, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
+// fateUnknown reports whether err is the connection breaking under a
+// statement, which may have committed all the same.
+func fateUnknown(err error) bool {
+	var lost *lostError
+	return errors.As(err, &lost)
+}
+
+// reserveFate settles a reservation whose connection broke under it (a
+// server crash, a terminated backend, a reset): a fresh read finds
+// whether the claim of a new key committed as this owner's, and then
+// returns it, so that the run goes on with what the ledger holds rather
+// than leave the key in progress and unowned for a lease. Anything else
+// (a takeover, whose previous state a release would need, or no answer)
+// is err, whose hint says the key may stay busy.
+func (p *Ledger) reserveFate(ctx context.Context, req ledger.ReserveRequest, err error) (*ledger.Reservation, error) {
+	// The re-read keeps the call's deadline, not its cancellation.
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, d)
+	}
+	defer cancel()
+	o := req.Owner
+	res := &ledger.Reservation{Outcome: ledger.Reserved}
+	rerr := p.db.QueryRow(rctx, p.q(`SELECT r.token, a.n, a.id FROM {schema}.records r
+		JOIN {schema}.attempts a ON a.key = r.key AND a.token = r.token
+		WHERE r.key = $1 AND r.status = 'in_progress' AND r.attempts = 1 AND r.created = r.started
+			AND r.owner_host = $2 AND r.owner_boot_id = $3 AND r.owner_pidns = $4 AND r.owner_pid = $5 AND r.owner_start = $6`),
+		req.Key, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime)).Scan(&res.Token, &res.Attempt, &res.AttemptID)
+	if rerr == nil {
+		return res, nil
+	}
+	var se *ledger.StoreError
+	if errors.As(err, &se) {
+		c := *se
+		c.Hint = "if the reservation reached the server, other hosts find the key busy until its lease (--lease) ends"
+		if se.Hint != "" {
+			c.Hint = se.Hint + "; " + c.Hint
+		}
+		return nil, &c
+	}
+	return nil, err
+}
+
 // replayFinal counts and returns a replay of a succeeded (or final failed)
 // record with this fingerprint, in one statement; nil when it is not one.
 func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var stdout, stderr []byte
-	rec, err := scanRecord(p.pool.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(4)+` AS now, set_config('synchronous_commit', $5, true) AS sync)
+	rec, err := scanRecord(p.db.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(4)+` AS now, pg_catalog.set_config('synchronous_commit', $5, true) AS sync)
 		UPDATE {schema}.records SET replays = replays + 1, last_replay = c.now FROM c
 		WHERE key = $1 AND fingerprint = $2 AND (status = 'succeeded' OR (status = 'failed' AND NOT $3::boolean))
 			AND (expires IS NULL OR expires > c.now)
@@ -74,11 +120,11 @@ func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*l
 func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveRequest, command []byte, now any) (*ledger.Reservation, error) {
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
-	err := q.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(11)+` AS now, set_config('synchronous_commit', $14, true) AS sync), rec AS (
+	err := q.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(11)+` AS now, pg_catalog.set_config('synchronous_commit', $14, true) AS sync), rec AS (
 			INSERT INTO {schema}.records (key, fingerprint, command, status, attempts, max_attempts, token,
 				owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires, created, started, updated,
 				run_cwd, run_user)
-			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, nextval('{schema}.tokens'), $5, $6, $7, $8, $9,
+			SELECT $1, $2, $3::jsonb, 'in_progress', 1, $4, pg_catalog.nextval('{schema}.tokens'), $5, $6, $7, $8, $9,
 				c.now + $10::bigint * interval '1 microsecond', c.now, c.now, c.now, $12, $13 FROM c
 			ON CONFLICT (key) DO NOTHING
 			RETURNING key, token, started)
@@ -105,15 +151,19 @@ func (p *Ledger) decide(ctx context.Context, req ledger.ReserveRequest, command 
 		// Lock first, then read the clock: a wait for the lock must not
 		// make "now" stale.
 		b := &pgx.Batch{}
+		b.Queue(pinSQL)
 		// A token drawn here is handed to a command: the commit waits for
 		// the WAL flush (SET LOCAL: it ends with the transaction, and so
 		// works through a pooler in transaction mode).
-		b.Queue(`SELECT set_config('synchronous_commit', $1, true)`, p.syncCommit)
+		b.Queue(`SELECT pg_catalog.set_config('synchronous_commit', $1, true)`, p.syncCommit)
 		b.Queue(p.q(`SELECT `+recordColumns+` FROM {schema}.records WHERE key = $1 FOR NO KEY UPDATE`), req.Key)
 		b.Queue(`SELECT `+epochUS(nowSQL(1)), p.now())
 		br := tx.SendBatch(ctx, b)
+		_, err := br.Exec()
 		var sync string
-		err := br.QueryRow().Scan(&sync)
+		if err == nil {
+			err = br.QueryRow().Scan(&sync)
+		}
 		var rec *ledger.Record
 		if err == nil {
 			rec, err = scanRecord(br.QueryRow())
@@ -188,7 +238,7 @@ func (st *reserveSteps) Close(ctx context.Context) error {
 // Abandon implements ledger.Steps.
 func (st *reserveSteps) Abandon(ctx context.Context) error {
 	_, err := st.tx.Exec(ctx, st.p.q(`UPDATE {schema}.records SET status = 'failed', exit_code = $2, exit_source = 'idem',
-		token = nextval('{schema}.tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
+		token = pg_catalog.nextval('{schema}.tokens'), max_attempts = $3, finished = $4::timestamptz, updated = $4::timestamptz, duration_ms = $5,
 		lease_expires = NULL, expires = CASE WHEN ttl_ms > 0 THEN $4::timestamptz + ttl_ms * interval '1 millisecond' END,
 		class = 'abandoned', reason = NULL, att_abandoned = att_abandoned + 1, runs_failed = runs_failed + 1
 		WHERE key = $1`),
@@ -203,7 +253,7 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 	o := req.Owner
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
 	err := st.tx.QueryRow(ctx, st.p.q(`WITH rec AS (
-			UPDATE {schema}.records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = nextval('{schema}.tokens'),
+			UPDATE {schema}.records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = pg_catalog.nextval('{schema}.tokens'),
 				owner_host = $4, owner_boot_id = $5, owner_pidns = $6, owner_pid = $7, owner_start = $8,
 				child_pgid = 0, child_start = 0, lease_expires = $9::timestamptz + $10::bigint * interval '1 microsecond',
 				started = $9, updated = $9, finished = NULL, expires = NULL,

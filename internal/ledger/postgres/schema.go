@@ -43,8 +43,9 @@ const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, opts ledger.Options) error {
 	var stored ledger.SchemaVersions
 	var created int64
+	var home, here string
 	var clock serverClock
-	err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created)
+	err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created, &home, &here)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -61,7 +62,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	}
 	if len(pending) == 0 {
 		p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
-		return nil
+		return p.checkHome(home, here)
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
 		if sqlState(err) == "42501" {
@@ -69,18 +70,19 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		}
 		return err
 	}
-	if err := clock.read(func() pgx.Row { return p.pool.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created); err != nil {
+	if err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created, &home, &here); err != nil {
 		return p.wrap("open", err)
 	}
 	p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
-	return nil
+	return p.checkHome(home, here)
 }
 
 // identitySQL is versionsSQL with the ledger's creation time, from which
 // its identity is derived, and the server's clock (one round trip at open,
 // as before).
 const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
-	(extract(epoch FROM created) * 1000000)::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM {schema}.meta m`
+	(extract(epoch FROM created) * 1000000)::bigint, coalesce(to_jsonb(m)->>'home', ''), ` + homeSQL + `,
+	(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint FROM {schema}.meta m`
 
 // schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (p *Ledger) schemaErr(err error) error {
@@ -102,7 +104,7 @@ func (p *Ledger) privilegeErr(ctx context.Context, stored, known int, err error)
 		Hint: "have the ledger's owner run 'idem schema --apply --grant ROLE' with this idem's version (or print the SQL with 'idem schema')"}
 	if stored == 0 {
 		se.Err = fmt.Errorf("schema %q has no ledger, and this role may not create one%s", p.schema, why)
-		if others, err := otherLedgers(ctx, p.pool, p.schema); err == nil && len(others) > 0 {
+		if others, err := otherLedgers(ctx, p.db, p.schema); err == nil && len(others) > 0 {
 			se.Hint = besideHint(others)
 		}
 	} else {
@@ -155,7 +157,10 @@ func (p *Ledger) refuseBeside(ctx context.Context, tx pgx.Tx) error {
 func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) error {
 	ident := pgx.Identifier{p.schema}.Sanitize()
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
+		if err := pin(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return err
 		}
 		var hasSchema, hasMeta bool
@@ -186,7 +191,7 @@ func (p *Ledger) migrate(ctx context.Context, migrations []ledger.Migration) err
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, ident); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('search_path', $1, true)`, ident); err != nil {
 			return err
 		}
 		for _, m := range pending {
@@ -230,6 +235,9 @@ func (p *Ledger) writeVersions(ctx context.Context, tx pgx.Tx, v ledger.SchemaVe
 	meta := p.q(`{schema}.meta`)
 	if fresh {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+meta+` (version) VALUES ($1)`, v.Write); err != nil {
+			return err
+		}
+		if err := p.setHome(ctx, tx); err != nil {
 			return err
 		}
 	} else if _, err := tx.Exec(ctx, `UPDATE `+meta+` SET version = $1`, v.Write); err != nil {

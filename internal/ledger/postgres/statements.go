@@ -63,13 +63,15 @@ func SchemaSQL(schema string, roles []string) string {
 	b.WriteString("-- Apply it once, as the role that is to own the ledger: psql -v ON_ERROR_STOP=1 -f FILE\n")
 	b.WriteString("-- (an existing ledger is migrated by 'idem schema --apply' instead).\n")
 	b.WriteString("BEGIN;\n")
-	fmt.Fprintf(&b, "DO $$ BEGIN PERFORM pg_advisory_xact_lock(%d); END $$;\n", migrateLock)
+	fmt.Fprintf(&b, "DO $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(%d); END $$;\n", migrateLock)
 	fmt.Fprintf(&b, "CREATE SCHEMA %s;\n", s)
 	fmt.Fprintf(&b, "SET LOCAL search_path TO %s;\n", s)
 	for _, m := range migrations {
 		fmt.Fprintf(&b, "\n-- Migration %d\n%s\n", m.Version, strings.TrimSpace(m.SQL))
 	}
 	fmt.Fprintf(&b, "\nINSERT INTO %s.meta (version) VALUES (%d);\n", s, last.Version)
+	fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN home text;\n", s)
+	fmt.Fprintf(&b, "UPDATE %s.meta SET home = %s;\n", s, strings.Join(strings.Fields(homeSQL), " "))
 	if last.Compat != last.Version {
 		fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN compat integer;\n", s)
 		fmt.Fprintf(&b, "UPDATE %s.meta SET compat = %d;\n", s, last.Compat)
@@ -88,22 +90,33 @@ func SchemaSQL(schema string, roles []string) string {
 type Applied struct {
 	Schema        string
 	Before, After int // schema versions; Before 0: created
+	// Rehomed: the ledger had been restored from another database, and
+	// its fencing tokens were moved past any handed out there.
+	Rehomed bool
 }
 
 // Apply creates or migrates the ledger's schema in schema (Schema when
-// empty) as the connecting role, as a run does, then grants each of roles
-// RuntimeGrants. Errors are *ledger.StoreError.
+// empty) as the connecting role, as a run does, records this database as
+// the ledger's home (moving its tokens past a restored backup's), then
+// grants each of roles RuntimeGrants. Errors are *ledger.StoreError.
 func Apply(ctx context.Context, dsn, schema string, roles []string) (*Applied, error) {
-	l, err := OpenWith(ctx, dsn, Options{Schema: schema, Beside: true})
+	l, err := OpenWith(ctx, dsn, Options{Schema: schema, Beside: true, Rehome: true})
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	a := &Applied{Schema: l.schema, Before: l.before, After: len(migrations)}
+	moved, err := l.moveHome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &Applied{Schema: l.schema, Before: l.before, After: len(migrations), Rehomed: moved}
 	if len(roles) == 0 {
 		return a, nil
 	}
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if err := pin(ctx, tx); err != nil {
+			return err
+		}
 		for _, r := range roles {
 			for _, g := range RuntimeGrants(l.schema, r) {
 				if _, err := tx.Exec(ctx, g); err != nil {

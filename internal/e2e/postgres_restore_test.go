@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The documented backup and restore of a PostgreSQL ledger (pg_dump
+// --schema=idem, psql into a fresh database) hands out no token twice:
+// tokens 1 2 3, the dump, 4 5 6; the restored ledger refuses runs (exit
+// 74, nothing run) until its owner runs 'idem schema --apply', after which
+// every token is past 6.
+func TestPostgresRestoreKeepsTokensAhead(t *testing.T) {
+	pgDump, psql := needTool(t, "pg_dump"), needTool(t, "psql")
+	dsn, _ := pgDatabase(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	job := func(ledger, key string) *process {
+		return idemWith(t, ledger, nil, "run", "--key", key, "--", "sh", "-c", `echo "$IDEM_TOKEN" >> `+tokens)
+	}
+	for i := 1; i <= 3; i++ {
+		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
+	}
+	dump := filepath.Join(dir, "idem.sql")
+	output(t, inherit(nil, pgDump, "--schema=idem", "--file", dump, dsn))
+	for i := 4; i <= 6; i++ {
+		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
+	}
+	restored, _, err := pgNewDatabase(needPostgres(t), t.Cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	output(t, inherit(nil, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", dump, restored))
+	os.Remove(tokens)
+	p := job(restored, "restore:b:1")
+	wantExit(t, p, 74, "idem: hint: after restoring a ledger, have its owner run 'idem schema --apply' once")
+	if got := pgLines(t, tokens); got != nil {
+		t.Fatalf("the restored ledger handed out tokens %q before its owner moved them", got)
+	}
+	wantExit(t, idemWith(t, restored, nil, "schema", "--apply"), 0, "was restored from another database")
+	for i := 1; i <= 3; i++ {
+		wantExit(t, job(restored, "restore:b:"+strconv.Itoa(i)), 0, "")
+	}
+	got := pgLines(t, tokens)
+	for _, tok := range got {
+		if n, err := strconv.ParseInt(tok, 10, 64); err != nil || n <= 6 {
+			t.Fatalf("the restored ledger handed out tokens %s: want each past 6", strings.Join(got, " "))
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("tokens %q: want 3", got)
+	}
+	// The original ledger, where it always was, runs on unrefused.
+	wantExit(t, job(dsn, "restore:a:7"), 0, "")
+}
