@@ -149,3 +149,17 @@ func alive(pid int) bool {
 	_, state, err := statOf(pid)
 	return err == nil && state != 'Z' && state != 'X'
 }
+
+// TestInheritedDescriptorsStayWithIdem: a descriptor idem inherits from its
+// parent (bash's exec 7<) does not reach the command: beyond 0-2 it has
+// fd 3, the run lock, and nothing else.
+func TestInheritedDescriptorsStayWithIdem(t *testing.T) {
+	g := newLeaseRig(t)
+	list := `for n in 3 4 5 6 7 8 9 10 11 12; do [ -e /proc/$$/fd/$n ] && echo "$n $(readlink /proc/$$/fd/$n)"; done; true`
+	p := start(t, g.command(needTool(t, "bash"), "-c", `exec 7</etc/hostname 8>"$0.extra"; exec idem run --key fds:inherited -- sh -c "$1"`,
+		g.path("x"), list)).wait().expect(0)
+	lines := strings.Split(strings.TrimSpace(p.stdout), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "3 ") || !strings.HasSuffix(lines[0], ".runlock") {
+		t.Errorf("the command's descriptors beyond 0-2: %q; want only 3, the run lock", lines)
+	}
+}

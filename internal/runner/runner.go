@@ -302,6 +302,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		attemptID: resv.AttemptID, leaseUntil: reservedAt.Add(o.Lease),
 		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
 		ledgerID: ledger.Identity(r.Ledger)}
+	keepInherited()
 	if resv.Abandoned != nil {
 		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
 	}
