@@ -74,8 +74,12 @@ ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
 after --kill-grace) so that it is dead before the lease expires and another
 run may take the key. With the defaults, idem rides out a ledger outage of
 ` + leaseTolerance() + `
-without stopping the command. Another host takes over a dead host's key only
-once its lease has expired.
+without stopping the command, however the outage falls (the worst one begins
+just before a renewal). Once it stopped the command, idem renews no more and
+gives the key back as retryable if the ledger answers again in time. Another
+host takes over a dead host's key only once its lease has expired. A lease
+that lapsed while idem itself was paused (SIGSTOP, a suspended host) exits 75;
+one that could not be renewed for the ledger's failure, 74.
 
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
