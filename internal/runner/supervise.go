@@ -246,8 +246,7 @@ func (s *supervisor) renewalLanded(rn renewal) error {
 	r := s.inv.r
 	next, err := s.inv.applyRenewal(rn)
 	if errors.Is(err, ledger.ErrLeaseLost) {
-		s.inv.abort(s.c, s.exited)
-		return asLeaseLost(err, s.inv.o.Key, true)
+		return asLeaseLost(err, s.inv.o.Key, s.kill())
 	}
 	if err != nil {
 		s.lose(&LeaseLapsedError{Err: rn.err})
@@ -303,6 +302,20 @@ func (s *supervisor) lose(e *LeaseLapsedError) {
 	if s.exited == nil {
 		s.poll = s.inv.r.Clock.After(groupPoll)
 	}
+}
+
+// kill kills the child's group at once (abort) and reports whether
+// anything of it still ran: a command that had ended on its own was not
+// stopped.
+func (s *supervisor) kill() bool {
+	select {
+	case code := <-s.exited:
+		s.exited, s.end.code = nil, code
+	default:
+	}
+	ran := s.exited != nil || s.inv.r.Host.groupLive(s.c.pgid)
+	s.inv.abort(s.c, s.exited)
+	return ran
 }
 
 // startCheck reads, off the loop and without renewing, whether another
