@@ -98,11 +98,8 @@ func runError(err error, o runner.Options, now time.Time) error {
 // the ledger failed or did not answer.
 func lapsedError(e *runner.LeaseLapsedError, o runner.Options) error {
 	what := "no command was running"
-	switch {
-	case e.Stopped:
+	if e.Stopped {
 		what = "the command was stopped"
-	case e.Ended:
-		what = "the command had ended, its outcome not recorded"
 	}
 	kept := "the key stays in progress until its lease expires"
 	if e.Released {

@@ -37,8 +37,8 @@ func TestLeaseErrors(t *testing.T) {
 		{"server gone", &runner.LeaseLapsedError{Err: pg, Stopped: true, Released: true}, exitcode.IOErr,
 			"could not renew the lease: ledger postgres://h/db: renew the lease: lost the connection to PostgreSQL at h:5432: EOF; the command was stopped; the key was given back as retryable",
 			"check that PostgreSQL is running and reachable from this host", ""},
-		{"no answer, ended on its own", &runner.LeaseLapsedError{Err: slow, Ended: true}, exitcode.IOErr,
-			"did not answer in time; the command had ended, its outcome not recorded; the key stays in progress",
+		{"no answer in a backoff", &runner.LeaseLapsedError{Err: slow}, exitcode.IOErr,
+			"did not answer in time; no command was running; the key stays in progress",
 			"check that the ledger is reachable and writable, and look for a long transaction holding its rows", "disk and permissions"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -249,16 +249,14 @@ func asLeaseLost(err error, key string, stopped bool) error {
 // run taking the key: its renewals failed (Err, an I/O error or a ledger
 // that did not answer in time) or, when Paused, idem itself did not run
 // (stopped by SIGSTOP, its host suspended) for longer than the lease
-// allows. A running command was stopped (Stopped), or had ended on its
-// own, its outcome not recorded (Ended); idem renews no more, and the
-// key was given back as retryable (Released) when the ledger answered a
-// fenced write in time; else it stays in progress until its lease
-// expires.
+// allows. A running command was stopped (Stopped; else none was
+// running: a backoff); idem renews no more, and the key was given back as
+// retryable (Released) when the ledger answered a fenced write in time;
+// else it stays in progress until its lease expires.
 type LeaseLapsedError struct {
 	Err      error // why; nil when Paused
 	Paused   bool
 	Stopped  bool
-	Ended    bool
 	Released bool
 }
 

@@ -261,6 +261,7 @@ func (s *supervisor) renewalLanded(rn renewal) error {
 // watchdogFired: no renewal moved the lease on in time; the child is
 // stopped.
 func (s *supervisor) watchdogFired() {
+	s.watchdog = nil
 	if s.lapsed != nil {
 		return
 	}
@@ -273,8 +274,7 @@ func (s *supervisor) watchdogFired() {
 	if e.Err == nil && !e.Paused {
 		e.Err = inv.plain("renew the lease", context.DeadlineExceeded)
 	}
-	s.lose(e)
-	if !s.renewing {
+	if s.lose(e) && !s.renewing {
 		// After a pause of idem itself, the ledger may answer now: a
 		// read tells whether another run took the key meanwhile (then
 		// the child is killed at once).
@@ -282,26 +282,28 @@ func (s *supervisor) watchdogFired() {
 	}
 }
 
-// lose ends the lease (e): no renewal and no watchdog from here on, and
-// the child, unless it had ended on its own already, is stopped.
-func (s *supervisor) lose(e *LeaseLapsedError) {
-	s.lapsed, s.watchdog, s.renew = e, nil, nil
+// lose ends the lease (e) and reports it lost: no renewal and no
+// watchdog from here on, and the child is stopped. A command that has
+// ended on its own, its whole group gone, is not lost: the attempt ends
+// as any other, and its outcome is written while the ledger allows (a
+// fenced write).
+func (s *supervisor) lose(e *LeaseLapsedError) bool {
 	select {
 	case code := <-s.exited:
-		// The leader ended on its own before the lease was lost; its
-		// group may have members left.
-		s.exited, s.end.code, e.Ended = nil, code, true
+		s.exited, s.end.code = nil, code
 		if !s.inv.r.Host.groupLive(s.c.pgid) {
 			s.poll = s.inv.r.Clock.After(0)
-			return
+			return false
 		}
 	default:
 	}
+	s.lapsed, s.watchdog, s.renew = e, nil, nil
 	e.Stopped = true
 	s.stop(syscall.SIGTERM)
 	if s.exited == nil {
 		s.poll = s.inv.r.Clock.After(groupPoll)
 	}
+	return true
 }
 
 // kill kills the child's group at once (abort) and reports whether
