@@ -40,6 +40,7 @@ type runOptions struct {
 	payloadSet     bool
 	graceSet       bool // --kill-grace given: else it shrinks with a short --lease
 	leaseSet       bool // --lease given: else the ledger's kind chooses
+	codesSet       bool // both --success-codes and --transient-codes given
 	payloadFile    string
 	fingerprintEnv []string
 	quiet          bool
@@ -74,8 +75,12 @@ ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
 after --kill-grace) so that it is dead before the lease expires and another
 run may take the key. With the defaults, idem rides out a ledger outage of
 ` + leaseTolerance() + `
-without stopping the command. Another host takes over a dead host's key only
-once its lease has expired.
+without stopping the command, however the outage falls (the worst one begins
+just before a renewal). Once it stopped the command, idem renews no more and
+gives the key back as retryable if the ledger answers again in time. Another
+host takes over a dead host's key only once its lease has expired. A lease
+that lapsed while idem itself was paused (SIGSTOP, a suspended host) exits 75;
+one that could not be renewed for the ledger's failure, 74.
 
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
@@ -103,6 +108,7 @@ build one from arbitrary parts with 'idem key'.`,
 			o.payloadSet = c.Flags().Changed("payload")
 			o.graceSet = c.Flags().Changed("kill-grace")
 			o.leaseSet = c.Flags().Changed("lease")
+			o.codesSet = c.Flags().Changed("success-codes") && c.Flags().Changed("transient-codes")
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
@@ -129,12 +135,12 @@ build one from arbitrary parts with 'idem key'.`,
 	f.IntVar(&o.MaxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
 	f.BoolVar(&o.RerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
 	f.Var(flagval.NewCodes(&o.Success, o.Success), "success-codes", "exit codes that mean success (list and ranges: 0,3-5)")
-	f.Var(flagval.NewCodes(&o.Transient, o.Transient), "transient-codes", "exit codes worth retrying; every other failure is permanent")
+	f.Var(flagval.NewCodes(&o.Transient, o.Transient), "transient-codes", "exit codes worth retrying, none of them a --success-code; every other failure is permanent")
 	f.Var(flagval.NewDuration(&o.Backoff.Initial, def.Initial), "initial-delay", "backoff before the second attempt")
 	f.Float64Var(&o.Backoff.Multiplier, "multiplier", def.Multiplier, "backoff growth per attempt")
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
 	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
-	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL); 0: none")
+	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL), at least 1ms; 0: none")
 	f.Var(flagval.NewDuration(&o.KillGrace, runner.DefaultKillGrace), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
 	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
 	f.Var(flagval.NewDuration(&o.Lease, runner.LocalLease), "lease", "lease on the key, renewed while idem lives (default "+
@@ -142,7 +148,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Lookup("lease").DefValue = "0" // the ledger's kind chooses: no "(default 30s)"
 	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
 	f.Var(flagval.NewDuration(&o.WaitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
-	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
+	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d), at least 1ms; 0: keep")
 	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
 	f.StringVar(&o.payloadFile, "payload-file", "", "read the payload from FILE")
 	f.StringArrayVar(&o.fingerprintEnv, "fingerprint-env", nil, "include environment variable NAME in the fingerprint (repeatable; only a hash is stored)")
@@ -195,6 +201,13 @@ func (o *runOptions) check(shared bool) error {
 		return usagef(hint, "use --payload or --payload-file, not both")
 	case o.payloadFile == "-":
 		return usagef("save the payload to a file and pass its path", "--payload-file - is not supported: stdin belongs to the command")
+	case o.Timeout < 0 || o.Timeout > 0 && o.Timeout < minDuration:
+		return usagef(hint, "--timeout must be 0 (none) or at least %s (got %s)", minDuration, o.Timeout)
+	case o.TTL < 0 || o.TTL > 0 && o.TTL < minDuration:
+		return usagef(hint, "--ttl must be 0 (keep) or at least %s (got %s)", minDuration, o.TTL)
+	}
+	if code, ok := overlap(o.Success, o.Transient); ok && o.codesSet {
+		return usagef(hint, "--success-codes and --transient-codes both name %d: an exit code means success or a transient failure, not both", code)
 	}
 	if !o.leaseSet {
 		o.Lease = runner.LocalLease
@@ -224,6 +237,20 @@ func (o *runOptions) check(shared bool) error {
 		}
 	}
 	return nil
+}
+
+// minDuration is the shortest --timeout and --ttl: below it the value is
+// a typo (1ns for 1s), not a time any command or record could honour.
+const minDuration = time.Millisecond
+
+// overlap returns the lowest exit code both a and b contain.
+func overlap(a, b flagval.CodeSet) (int, bool) {
+	for code := 0; code <= 255; code++ {
+		if a.Contains(code) && b.Contains(code) {
+			return code, true
+		}
+	}
+	return 0, false
 }
 
 // runRun runs one invocation and returns the runner's result and the code

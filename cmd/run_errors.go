@@ -84,21 +84,42 @@ func runError(err error, o runner.Options, now time.Time) error {
 		if unrecorded.Released {
 			what = "the key was left retryable, this attempt not counted: its next run runs the command again"
 		}
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(unrecorded.Err, &se) && se.Hint != "" {
-			hint = se.Hint
-		}
 		return &exitError{code: exitcode.IOErr,
 			msg: fmt.Sprintf("key %q: the command ended (%s, exit %d) but its outcome could not be recorded: %v; %s",
-				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: hint}
+				o.Key, unrecorded.Status, unrecorded.ExitCode, unrecorded.Err, what), hint: storeHint(unrecorded.Err)}
 	case errors.As(err, &lapsed):
-		hint := "check the ledger's disk and permissions"
-		if se := (*ledger.StoreError)(nil); errors.As(lapsed.Err, &se) && se.Hint != "" {
-			hint = se.Hint // the backend knows better (a PostgreSQL server that went away)
-		}
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("key %q: %v; the command was stopped", o.Key, lapsed), hint: hint}
+		return lapsedError(lapsed, o)
 	}
 	return err
+}
+
+// lapsedError explains a lease lost without another run taking the key:
+// 75 when idem itself was paused past it (the ledger is fine), 74 when
+// the ledger failed or did not answer.
+func lapsedError(e *runner.LeaseLapsedError, o runner.Options) error {
+	what := "no command was running"
+	if e.Stopped {
+		what = "the command was stopped"
+	}
+	kept := "the key stays in progress until its lease expires"
+	if e.Released {
+		kept = "the key was given back as retryable"
+	}
+	msg := fmt.Sprintf("key %q: %v; %s; %s", o.Key, e, what, kept)
+	if e.Paused {
+		return &exitError{code: exitcode.TempFail, reason: "lease_lost", msg: msg,
+			hint: "a paused idem cannot keep its lease: resume it within --lease (it was " + o.Lease.String() + "), or raise --lease"}
+	}
+	return &exitError{code: exitcode.IOErr, msg: msg, hint: storeHint(e.Err)}
+}
+
+// storeHint is the backend's hint for err (it knows what its failures
+// mean), else one that holds for every ledger.
+func storeHint(err error) string {
+	if se := (*ledger.StoreError)(nil); errors.As(err, &se) && se.Hint != "" {
+		return se.Hint
+	}
+	return "check that the ledger is reachable and writable, and look for a long transaction holding its rows"
 }
 
 // startError explains why idem could not start the command: what a shell

@@ -76,14 +76,14 @@ const Command = "the command ran, or was replayed: its exit code"
 func Table() []Entry {
 	// every is a code every command may exit with, run included.
 	every := func(code int, name, meaning string) Entry { return Entry{code, name, meaning, meaning} }
-	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost"
+	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost or lapsed (idem itself paused)"
 	return []Entry{
 		{OK, "OK", "inspect, purge, key or check did what was asked", ""},
 		{NoRecord, "NoRecord", "inspect: no record for KEY", ""},
 		every(Usage, "Usage", "usage: bad flag, bad key, no command"),
 		every(DataErr, "DataErr", "key reused with a different command or payload"),
 		every(Software, "Software", "internal error in idem (a bug: please report it)"),
-		{IOErr, "IOErr", "ledger cannot be opened, read or written; check: it is damaged", "ledger cannot be opened, read or written"},
+		{IOErr, "IOErr", "ledger cannot be opened, read or written, or lease renewals failed; check: it is damaged", "ledger cannot be opened, read or written, or lease renewals failed"},
 		{TempFail, "TempFail", busy + "; purge: a live record was kept", busy},
 		every(Timeout, "Timeout", "last attempt timed out"),
 		every(CannotExec, "CannotExec", "command not executable"),

@@ -67,7 +67,8 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 			return nil, inv.notStarted(ctx, se, last, prev)
 		}
 		if err != nil {
-			return nil, err
+			// Stopped by the watchdog: this attempt does not count.
+			return nil, inv.lapse(ctx, err, inv.n-1, last)
 		}
 		status, final := verdict(end, inv.o, inv.n)
 		last = end
@@ -79,7 +80,7 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		}
 		ok, err := inv.next(ctx, end)
 		if err != nil {
-			return nil, err
+			return nil, inv.lapse(ctx, err, inv.n, end)
 		}
 		if !ok {
 			return inv.done(ctx, status, end)
@@ -125,12 +126,7 @@ func (inv *invocation) notStarted(ctx context.Context, se *StartError, last *att
 	defer cancel()
 	kept := prev
 	if last != nil {
-		now := r.Clock.Now()
-		kept = &ledger.Snapshot{Status: ledger.StatusRetryable, Attempts: inv.n - 1, MaxAttempts: o.MaxAttempts,
-			ExitCode: last.code, HasExit: true, Finished: now}
-		if o.TTL > 0 {
-			kept.Expires = now.Add(o.TTL)
-		}
+		kept = inv.retryable(inv.n-1, last)
 	}
 	if err := r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, kept); err != nil {
 		return asLeaseLost(err, o.Key, false)
@@ -148,12 +144,15 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 	if !inv.deadline.IsZero() && r.Clock.Now().Add(delay).After(inv.deadline) {
 		return false, nil // a backoff that would pass the deadline is not started
 	}
+	if err := inv.paused(); err != nil {
+		return false, err
+	}
 	cctx, cancel := inv.leaseCtx(ctx)
 	err := r.Ledger.EndAttempt(cctx, ledger.AttemptEnd{Key: o.Key, Token: inv.token, AttemptID: inv.attemptID,
 		ExitCode: end.code, Class: end.class, Delay: delay, StderrTail: end.stderr.Tail()})
 	cancel()
 	if err != nil {
-		return false, asLeaseLost(err, o.Key, false)
+		return false, asLeaseLost(inv.plain("record the attempt", err), o.Key, false)
 	}
 	probe.At("after-end-attempt")
 	if end.held != nil {
@@ -182,7 +181,10 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 		inv.res.Signal = inv.signalled
 		return false, nil
 	}
-	return true, inv.claimNext(ctx)
+	if err := inv.paused(); err != nil {
+		return false, err
+	}
+	return true, inv.plain("start the attempt", inv.claimNext(ctx))
 }
 
 // mayStart says why the first attempt must not start: idem was signalled

@@ -19,7 +19,7 @@ import (
 // ledger must ride out a server restart, a pooler reload or a failover.
 const (
 	LocalLease       = 30 * time.Second
-	SharedLease      = 90 * time.Second
+	SharedLease      = 120 * time.Second
 	DefaultKillGrace = 10 * time.Second
 )
 
@@ -27,11 +27,12 @@ const (
 // quarter of the lease, so that it fits any lease.
 func DefaultGrace(lease time.Duration) time.Duration { return min(DefaultKillGrace, lease/4) }
 
-// renewEvery is the renewal period of a healthy lease. The outage a run
-// rides out does not depend on it (the worst outage begins just after a
-// renewal); it leaves the first renewal and its retries well before the
-// watchdog acts.
-func renewEvery(lease time.Duration) time.Duration { return lease / 4 }
+// renewEvery is the renewal period of a healthy lease. The worst outage
+// begins just before a renewal is due, a whole period after the last one
+// landed, so the period comes off the outage a run rides out (Tolerance):
+// a sixth of the lease keeps a PostgreSQL ledger's load at one renewal
+// per running job every 20s with the default lease.
+func renewEvery(lease time.Duration) time.Duration { return lease / 6 }
 
 // renewRetry is the pace of retries after a renewal failed.
 func renewRetry(lease time.Duration) time.Duration { return min(lease/20, 2*time.Second) }
@@ -82,11 +83,37 @@ func releaseEnd(now, until time.Time, lease time.Duration) time.Time {
 	return now.Add(max(until.Sub(now)-margin(lease), margin(lease)))
 }
 
-// outcomeTriesEnd is when the tries to write an outcome end: a margin
-// before callsEnd, so that the release after them (releaseEnd) still comes
-// before another run can take the key.
-func outcomeTriesEnd(until time.Time, lease time.Duration) time.Time {
-	return until.Add(-2 * margin(lease))
+// outcomeTriesEnd is when the tries to write an outcome that start at now
+// end: a margin before callsEnd, so that the release after them
+// (releaseEnd) still comes before another run can take the key; and at
+// least renewCall from now, when idem was paused past that (the write is
+// fenced: it lands only if no other run took the key meanwhile).
+func outcomeTriesEnd(now, until time.Time, lease time.Duration) time.Time {
+	return later(until.Add(-2*margin(lease)), now.Add(renewCall(lease)))
+}
+
+// giveBackEnd is when the tries to give the key back, starting at now
+// after the lease was lost to an outage or a pause, end: at callsEnd, and
+// at least renewCall from now. The write is fenced, so it may come after
+// the lease lapsed too: it lands only if no other run took the key.
+func giveBackEnd(now, until time.Time, lease time.Duration) time.Time {
+	return later(callsEnd(until, lease), now.Add(renewCall(lease)))
+}
+
+// renewalDue reports whether, of a lease lapsing at until, a renewal was
+// due before the watchdog's time: when none was, a watchdog that finds no
+// renewal failed does not tell that idem was paused (a kill grace near
+// the lease's length).
+func renewalDue(until time.Time, lease, grace time.Duration) bool {
+	return watchdogAt(until, lease, grace).After(until.Add(renewEvery(lease) - lease))
+}
+
+// pausedPast reports whether at now the lease, lapsing at until, has no
+// time left for a ledger call although no renewal failed: the renewals
+// are paced to land well before that, so idem itself did not run (it was
+// stopped, or its host suspended) for longer than the lease allows.
+func pausedPast(now, until time.Time, lease time.Duration) bool {
+	return !now.Before(callsEnd(until, lease))
 }
 
 // retryFits reports whether a retry after a failed renewal (renewRetry),
@@ -102,13 +129,22 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // Tolerance is the longest ledger outage a run with this lease and kill
 // grace rides out without its command being stopped, however the outage
-// falls: one that begins just after a renewal and ends in time for a
-// retry (after a call that hung until renewCall) to land before the
+// falls. The watchdog acts at the last landed renewal + lease - margin -
+// grace; the worst outage begins just before the next renewal is due
+// (renewEvery later), and must end in time for a retry, after a call that
+// hung until renewCall and the pause of renewRetry, to land before the
 // watchdog acts.
 func Tolerance(lease, grace time.Duration) time.Duration {
-	return lease - margin(lease) - grace - renewRetry(lease) - renewCall(lease)
+	return lease - margin(lease) - grace - renewEvery(lease) - renewCall(lease) - renewRetry(lease)
 }
 
 // CheckLease refuses a lease and kill grace that leave no margin: the

@@ -67,7 +67,10 @@ func TestLeaseDeadlines(t *testing.T) {
 		{"a renewal past the watchdog gets the grace", watchedRenewalEnd(at(40*time.Second), at(44*time.Second), lease, grace), at(50 * time.Second)},
 		{"a release, the margin before the end", releaseEnd(at(10*time.Second), until, lease), at(54 * time.Second)},
 		{"a late release still has the margin", releaseEnd(at(58*time.Second), until, lease), at(64 * time.Second)},
-		{"the outcome's tries end a margin before the release's", outcomeTriesEnd(until, lease), at(48 * time.Second)},
+		{"the outcome's tries end a margin before the release's", outcomeTriesEnd(at(10*time.Second), until, lease), at(48 * time.Second)},
+		{"the outcome's tries after a pause past the lease still get renewCall", outcomeTriesEnd(at(70*time.Second), until, lease), at(75 * time.Second)},
+		{"giving the key back, by the end of the calls", giveBackEnd(at(40*time.Second), until, lease), at(54 * time.Second)},
+		{"giving the key back after a pause past the lease still gets renewCall", giveBackEnd(at(70*time.Second), until, lease), at(75 * time.Second)},
 	} {
 		if !c.got.Equal(c.want) {
 			t.Errorf("%s: %s, want %s", c.name, c.got.Sub(t0), c.want.Sub(t0))

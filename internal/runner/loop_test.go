@@ -22,8 +22,8 @@ import (
 // loopClock is a fake clock for the attempt loop: a wait that ends before
 // the horizon passes at once and moves the clock by its length, so backoff
 // sleeps are instant and recorded. A wait that would end at or after the
-// horizon never fires: lease renewals (an hour-long lease renews every 20
-// minutes, past the default horizon of 10 minutes), and the stop at a
+// horizon never fires: lease renewals (an hour-long lease renews every 10
+// minutes, at the default horizon of 10 minutes), and the stop at a
 // --deadline when a test moves the horizon to it, so that an attempt is
 // never cut short by a clock that does not really pass.
 type loopClock struct {

@@ -69,7 +69,7 @@ func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishReques
 	r, o := inv.r, inv.o
 	// The tries end before the release after them must (releaseEnd):
 	// both before another run can take the key.
-	giveUp := outcomeTriesEnd(inv.leaseUntil, o.Lease)
+	giveUp := outcomeTriesEnd(r.Clock.Now(), inv.leaseUntil, o.Lease)
 	var err error
 	for {
 		cctx, cancel := inv.callCtx(ctx, giveUp)
@@ -83,10 +83,9 @@ func (inv *invocation) writeOutcome(ctx context.Context, req ledger.FinishReques
 		}
 		<-r.Clock.After(renewRetry(o.Lease))
 	}
-	oe := &OutcomeError{Key: o.Key, Status: req.Status, ExitCode: req.ExitCode, Err: err}
-	now := r.Clock.Now()
-	kept := &ledger.Snapshot{Status: ledger.StatusRetryable, Attempts: inv.n - 1, MaxAttempts: o.MaxAttempts, Finished: now}
-	cctx, cancel := inv.callCtx(ctx, releaseEnd(now, inv.leaseUntil, o.Lease))
+	oe := &OutcomeError{Key: o.Key, Status: req.Status, ExitCode: req.ExitCode, Err: inv.plain("record the outcome", err)}
+	kept := inv.retryable(inv.n-1, nil)
+	cctx, cancel := inv.callCtx(ctx, releaseEnd(r.Clock.Now(), inv.leaseUntil, o.Lease))
 	defer cancel()
 	if rerr := r.Ledger.Release(cctx, o.Key, inv.token, inv.attemptID, kept); rerr == nil {
 		oe.Released = true

@@ -39,6 +39,7 @@ func (inv *invocation) renewLease(ctx context.Context, p *pendingChild) renewal 
 	if rn.err == nil {
 		rn.until = before.Add(o.Lease)
 	}
+	rn.err = inv.plain("renew the lease", rn.err)
 	return rn
 }
 
@@ -46,9 +47,13 @@ func (inv *invocation) renewLease(ctx context.Context, p *pendingChild) renewal 
 // group first, if that failed before) and returns when to renew next; the
 // call's deadline is renewCtx's. An I/O error is retried sooner; when the
 // next retry could not come before the lease lapses it gives up with
-// *LeaseLapsedError. A fenced write that matched no row returns
+// *LeaseLapsedError, as it does at once when idem was paused past the
+// time left for the call. A fenced write that matched no row returns
 // ledger.ErrLeaseLost.
 func (inv *invocation) keepLease(ctx context.Context) (time.Duration, error) {
+	if err := inv.paused(); err != nil {
+		return 0, err
+	}
 	cctx, cancel := inv.renewCtx(ctx)
 	defer cancel()
 	return inv.applyRenewal(inv.renewLease(cctx, inv.pending))

@@ -95,7 +95,7 @@ func (w *waiter) call(fn func(context.Context) error) error {
 	}
 	return &ledger.StoreError{Op: "reserve", Path: r.Ledger.Describe(),
 		Err:  fmt.Errorf("the ledger did not answer within %s: %w", callTimeout, err),
-		Hint: "check that the ledger is reachable, and look for a long transaction holding its rows"}
+		Hint: unansweredHint}
 }
 
 // await polls the holder's record until it looks done (nil, nil: reserve

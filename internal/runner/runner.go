@@ -245,11 +245,27 @@ func asLeaseLost(err error, key string, stopped bool) error {
 	return err
 }
 
-// LeaseLapsedError is returned when idem could not renew its lease before
-// it lapsed; the child was stopped.
-type LeaseLapsedError struct{ Err error }
+// LeaseLapsedError is returned when idem lost its lease without another
+// run taking the key: its renewals failed (Err, an I/O error or a ledger
+// that did not answer in time) or, when Paused, idem itself did not run
+// (stopped by SIGSTOP, its host suspended) for longer than the lease
+// allows. A running command was stopped (Stopped; else none was
+// running: a backoff); idem renews no more, and the key was given back as
+// retryable (Released) when the ledger answered a fenced write in time;
+// else it stays in progress until its lease expires.
+type LeaseLapsedError struct {
+	Err      error // why; nil when Paused
+	Paused   bool
+	Stopped  bool
+	Released bool
+}
 
-func (e *LeaseLapsedError) Error() string { return "could not renew the lease: " + e.Err.Error() }
+func (e *LeaseLapsedError) Error() string {
+	if e.Paused {
+		return "the lease lapsed while idem was paused (stopped or suspended) for longer than it allows"
+	}
+	return "could not renew the lease: " + e.Err.Error()
+}
 func (e *LeaseLapsedError) Unwrap() error { return e.Err }
 
 // Run executes one invocation. Errors: *ledger.MismatchError, *BusyError,
@@ -284,6 +300,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		attemptID: resv.AttemptID, leaseUntil: reservedAt.Add(o.Lease),
 		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
 		ledgerID: ledger.Identity(r.Ledger)}
+	keepInherited()
 	if resv.Abandoned != nil {
 		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
 	}
@@ -296,7 +313,8 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	return inv.run(ctx, resv.Prev)
+	res, err := inv.run(ctx, resv.Prev)
+	return res, inv.tidy(err)
 }
 
 // replay is the result of a reservation that found the key's outcome.

@@ -105,25 +105,27 @@ func TestRenewalIOErrorRetried(t *testing.T) {
 
 // TestRenewalIOErrorLapses: when renewals keep failing, idem stops its child
 // before the lease lapses and returns *LeaseLapsedError (exit 74); the
-// child's group is gone and nothing is recorded.
+// child's group is gone, nothing is recorded, and the key, which the
+// ledger still answers for, is given back as retryable, the stopped
+// attempt not counted.
 func TestRenewalIOErrorLapses(t *testing.T) {
 	sq := openLedger(t)
 	// The first renewal is the claim before the child starts; every one
 	// after it fails.
 	f := &faultyLedger{Ledger: sq, failRenew: -1, okFirst: 1}
 	o, _, _ := options("renew:lapses", "sh", "-c", "sleep 30 & sleep 30")
-	o.Lease = 600 * time.Millisecond
+	o.Lease, o.KillGrace = 600*time.Millisecond, 100*time.Millisecond // a lease CheckLease accepts
 	_, err := newRunner(f, nil).Run(context.Background(), o)
 	var lapsed *LeaseLapsedError
-	if !errors.As(err, &lapsed) {
-		t.Fatalf("err = %v, want *LeaseLapsedError", err)
+	if !errors.As(err, &lapsed) || lapsed.Paused || !lapsed.Stopped || !lapsed.Released {
+		t.Fatalf("err = %#v, want *LeaseLapsedError, the command stopped and the key released", err)
 	}
 	if pgid := f.childGroup(); pgid == 0 || LocalHost().groupLive(pgid) {
 		t.Errorf("child group %d still runs", pgid)
 	}
 	rec, err := sq.Get(context.Background(), "renew:lapses")
-	if err != nil || rec.Status != ledger.StatusInProgress {
-		t.Errorf("record %+v, %v: want the reservation left in progress", rec, err)
+	if err != nil || rec.Status != ledger.StatusRetryable || rec.Attempts != 0 {
+		t.Errorf("record %+v, %v: want the key retryable, no attempt counted", rec, err)
 	}
 }
 

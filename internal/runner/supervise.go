@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"syscall"
 	"time"
 
@@ -96,10 +95,10 @@ type supervisor struct {
 	byDeadline bool // stopAt is the deadline, not --timeout
 	stopping   bool // idem has signalled the group to stop
 
-	renewed  chan renewal // the renewal under way lands here
+	renewed  chan renewal // the renewal (or check) under way lands here
 	renewing bool
-	lapsed   error // the watchdog acted: why
-	failed   error // the last renewal's error, if it failed
+	lapsed   *LeaseLapsedError // the lease is lost: the attempt's end
+	failed   error             // the last renewal's error, if it failed
 }
 
 // arm sets the attempt's first timers: its stop at --timeout or the
@@ -220,10 +219,17 @@ func (s *supervisor) idleDue() {
 	s.inv.idle()
 }
 
-// renewDue: a renewal is due.
+// renewDue: a renewal is due, unless the lease is lost already. Past the
+// watchdog's time (idem was paused), the watchdog acts instead.
 func (s *supervisor) renewDue() {
 	s.renew = nil
-	s.startRenewal(s.inv.watchdogAt())
+	switch {
+	case s.lapsed != nil:
+	case !s.inv.r.Clock.Now().Before(s.inv.watchdogAt()):
+		s.watchdogFired()
+	default:
+		s.startRenewal(s.inv.watchdogAt())
+	}
 }
 
 // renewalLanded takes a renewal's result. Lost: another run took the key
@@ -233,18 +239,17 @@ func (s *supervisor) renewDue() {
 func (s *supervisor) renewalLanded(rn renewal) error {
 	s.renewing, s.failed = false, rn.err
 	if s.lapsed != nil && !errors.Is(rn.err, ledger.ErrLeaseLost) {
-		return nil // too late: the child is being stopped
+		// Too late: the child is being stopped, and a renewal that
+		// landed since is undone when the key is given back.
+		return nil
 	}
 	r := s.inv.r
 	next, err := s.inv.applyRenewal(rn)
 	if errors.Is(err, ledger.ErrLeaseLost) {
-		s.inv.abort(s.c, s.exited)
-		return asLeaseLost(err, s.inv.o.Key, true)
+		return asLeaseLost(err, s.inv.o.Key, s.kill())
 	}
 	if err != nil {
-		s.lapsed = rn.err
-		s.watchdog = nil
-		s.stop(syscall.SIGTERM)
+		s.lose(&LeaseLapsedError{Err: rn.err})
 		return nil
 	}
 	s.renew = r.Clock.After(next)
@@ -257,19 +262,80 @@ func (s *supervisor) renewalLanded(rn renewal) error {
 // stopped.
 func (s *supervisor) watchdogFired() {
 	s.watchdog = nil
+	if s.lapsed != nil {
+		return
+	}
 	// Why the renewals failed until now, even when another one is under
-	// way: a lost connection says more than a timeout.
-	s.lapsed = s.failed
-	if s.lapsed == nil {
-		s.lapsed = fmt.Errorf("the ledger (%s) did not answer in time", s.inv.r.Ledger.Describe())
+	// way: a lost connection says more than a timeout. None failed and
+	// none is under way: idem did not run when they were due (paused).
+	inv := s.inv
+	e := &LeaseLapsedError{Err: s.failed,
+		Paused: s.failed == nil && !s.renewing && renewalDue(inv.leaseUntil, inv.o.Lease, inv.o.KillGrace)}
+	if e.Err == nil && !e.Paused {
+		e.Err = inv.plain("renew the lease", context.DeadlineExceeded)
 	}
-	s.stop(syscall.SIGTERM)
-	if !s.renewing {
+	if s.lose(e) && !s.renewing {
 		// After a pause of idem itself, the ledger may answer now: a
-		// fenced renewal tells whether another run took the key
-		// meanwhile (then the child is killed at once).
-		s.startRenewal(s.inv.r.Clock.Now())
+		// read tells whether another run took the key meanwhile (then
+		// the child is killed at once).
+		s.startCheck()
 	}
+}
+
+// lose ends the lease (e) and reports it lost: no renewal and no
+// watchdog from here on, and the child is stopped. A command that has
+// ended on its own, its whole group gone, is not lost: the attempt ends
+// as any other, and its outcome is written while the ledger allows (a
+// fenced write).
+func (s *supervisor) lose(e *LeaseLapsedError) bool {
+	select {
+	case code := <-s.exited:
+		s.exited, s.end.code = nil, code
+		if !s.inv.r.Host.groupLive(s.c.pgid) {
+			s.poll = s.inv.r.Clock.After(0)
+			return false
+		}
+	default:
+	}
+	s.lapsed, s.watchdog, s.renew = e, nil, nil
+	e.Stopped = true
+	s.stop(syscall.SIGTERM)
+	if s.exited == nil {
+		s.poll = s.inv.r.Clock.After(groupPoll)
+	}
+	return true
+}
+
+// kill kills the child's group at once (abort) and reports whether
+// anything of it still ran: a command that had ended on its own was not
+// stopped.
+func (s *supervisor) kill() bool {
+	select {
+	case code := <-s.exited:
+		s.exited, s.end.code = nil, code
+	default:
+	}
+	ran := s.exited != nil || s.inv.r.Host.groupLive(s.c.pgid)
+	s.inv.abort(s.c, s.exited)
+	return ran
+}
+
+// startCheck reads, off the loop and without renewing, whether another
+// run holds the key now (a lost lease lands on s.renewed), bounded by
+// the kill grace.
+func (s *supervisor) startCheck() {
+	inv := s.inv
+	s.renewing = true
+	renewed := s.renewed
+	rctx, cancel := inv.callCtx(s.ctx, inv.r.Clock.Now().Add(inv.o.KillGrace))
+	go func() {
+		defer cancel()
+		rec, err := inv.r.Ledger.Get(rctx, inv.o.Key)
+		if errors.Is(err, ledger.ErrNotFound) || err == nil && rec.Token != inv.token {
+			err = ledger.ErrLeaseLost
+		}
+		renewed <- renewal{err: err}
+	}()
 }
 
 // stop signals the group; the first stop starts the kill grace.
@@ -313,12 +379,12 @@ func (s *supervisor) ended() (*attemptEnd, error) {
 		select {
 		case rn := <-s.renewed:
 			if errors.Is(rn.err, ledger.ErrLeaseLost) {
-				return nil, asLeaseLost(rn.err, inv.o.Key, true)
+				return nil, asLeaseLost(rn.err, inv.o.Key, s.lapsed.Stopped)
 			}
 		case <-inv.r.Clock.After(inv.o.KillGrace):
 		}
 	}
-	return nil, &LeaseLapsedError{Err: s.lapsed}
+	return nil, s.lapsed
 }
 
 // idle gives back the ledger's idle server connections, if it has any.
