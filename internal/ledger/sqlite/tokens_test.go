@@ -37,6 +37,7 @@ func copyFiles(t *testing.T, path string) string {
 			t.Fatal(err)
 		}
 	}
+	sqlite.BindWAL(dst) // a copy without the binding would be refused
 	return dst
 }
 
