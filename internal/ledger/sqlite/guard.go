@@ -110,7 +110,10 @@ func readHead(path, name string, n int) (fileInfo, []byte, error) {
 	buf := make([]byte, n)
 	got, err := unix.Pread(fd, buf, 0)
 	if err != nil {
-		return fi, nil, &ledger.StoreError{Op: "read", Path: path, Err: fmt.Errorf("%s: %w", name, err),
+		got, err = unix.Pread(fd, buf, 0) // once more: one EIO may be transient
+	}
+	if err != nil {
+		return fi, nil, &ledger.StoreError{Op: "read", Path: path, Err: fmt.Errorf("I/O error reading %s: %w", name, err),
 			Hint: "check the health of the disk that holds the ledger"}
 	}
 	return fi, buf[:got], nil
@@ -238,24 +241,21 @@ func checkJournal(path, real string, f files) error {
 		return nil
 	}
 	be := binary.BigEndian
+	bound, errno := walBinding(real)
 	var why string
 	switch {
+	case errno == 0 && bound != fileID{dev: f.main.st.Dev, ino: f.main.st.Ino}.String():
+		why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
 	case !f.main.exists || len(f.hdr) < dbHeaderSize:
 		why = "the ledger file is empty or missing but a -wal with transactions lies beside it"
 	case f.rollbackMode():
 		why = "the ledger file is not in WAL mode (a backup restored over it?) but a -wal with transactions lies beside it"
 	case pageSize(f.hdr) != be.Uint32(f.walHdr[8:]):
 		why = "the -wal beside the ledger was written for another database (its page size differs)"
+	case errno == unix.ENODATA:
+		why = "the -wal beside the ledger is not bound to it (copied without extended attributes, or written by another program)"
 	default:
-		bound, errno := walBinding(real)
-		switch {
-		case errno == 0 && bound != fileID{dev: f.main.st.Dev, ino: f.main.st.Ino}.String():
-			why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
-		case errno == unix.ENODATA:
-			why = "the -wal beside the ledger is not bound to it (copied without extended attributes, or written by another program)"
-		default:
-			return nil
-		}
+		return nil
 	}
 	return &ledger.StoreError{Op: "open", Path: path,
 		Err:  errors.New(why + "; SQLite would replay it onto this file"),
@@ -281,8 +281,8 @@ func createWAL(path, real string, f files) error {
 		return nil
 	}
 	fd, err := unix.Open(real+"-wal", unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.EEXIST) {
-		return nil
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
+		return nil // another process won; or SQLite says what it cannot create
 	}
 	if err != nil {
 		return &ledger.StoreError{Op: "create", Path: real + "-wal", Err: err, Hint: permHint(err)}
