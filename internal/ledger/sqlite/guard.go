@@ -59,6 +59,9 @@ func readFiles(path, real string) (files, error) {
 	if f.wal, f.walHdr, err = readHead(path, real+"-wal", walHeaderSize+walFrameHdr); err != nil {
 		return f, err
 	}
+	if f.wal.exists && f.wal.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return f, notRegular(path, real+"-wal")
+	}
 	for _, p := range []struct {
 		name string
 		fi   *fileInfo
