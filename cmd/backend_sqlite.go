@@ -30,7 +30,11 @@ func (sqliteBackend) Check(path string) error {
 }
 
 func (sqliteBackend) Open(ctx context.Context, path string, o location.Options) (ledger.Ledger, error) {
-	l, err := sqlite.OpenWith(ctx, path, o.Options)
+	// Root uses another user's ledger only when asked to, each time: an
+	// environment variable, so that it reaches every command that opens
+	// the ledger, and sudo's env_reset keeps a login shell's out.
+	other := o.Getenv != nil && o.Getenv(sqlite.OtherOwnerEnv) == "1"
+	l, err := sqlite.OpenFile(ctx, path, sqlite.Options{Options: o.Options, OtherOwner: other})
 	if err != nil {
 		return nil, err
 	}

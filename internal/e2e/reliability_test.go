@@ -549,7 +549,9 @@ func TestLedgerModes(t *testing.T) {
 		newLedger(t, idem, path)
 		os.Chown(path, nobody, nobody)
 		os.Chmod(path, 0o644)
-		p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:theirs", "--", "/bin/true"))
+		// Root is refused another user's ledger unless it asks for it.
+		run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:theirs", "--", "/bin/true")).expect(74)
+		p := run(t, clean([]string{"IDEM_ALLOW_OTHER_OWNER=1"}, idem, "--ledger", path, "run", "--key", "job:theirs", "--", "/bin/true"))
 		s.add(0, 0, 1)
 		if p.code != 0 || p.stderr != "" {
 			t.Fatalf("run: %v", p)

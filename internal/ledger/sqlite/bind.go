@@ -14,16 +14,14 @@ import (
 // -wal onto a file it does not belong to (a ledger moved away and another
 // database, or a restored copy, put at its path, with the old -wal left
 // beside it). The -wal carries, in an extended attribute, the identity
-// (device and inode) of the main file it was made for; an open that finds
-// a -wal bound to another file refuses the ledger before SQLite reads it.
-// Only path-based system calls are used (stat, getxattr, setxattr): no
-// descriptor of the ledger's files is opened, so none is closed, and
-// SQLite's locks are safe. Where the file system has no extended
-// attributes the check cannot be made, and is skipped.
-//
-// What this does not see: a file written over in place (cp onto an
-// existing ledger keeps its inode). The documented restore removes the
-// -wal first (see idem backup --help).
+// (device and inode) of the main file it was made for, set before anything
+// is written to it (createWAL, bindWAL); an open that finds a -wal with
+// frames bound to another file, or to none, refuses the ledger before
+// SQLite reads it (checkJournal). After the open only path-based system
+// calls are used (stat, getxattr, setxattr): a descriptor of the ledger's
+// files closed then would drop SQLite's locks. Where the file system has
+// no extended attributes the binding cannot be made, and checkJournal
+// relies on the files' headers alone.
 const walBindAttr = "user.idem.main"
 
 // fileID is a file's device and inode.
@@ -39,37 +37,27 @@ func statID(path string) (fileID, error) {
 	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
 }
 
-// walBinding reads the identity the -wal beside real is bound to; ok false
-// when there is no -wal or no binding to read.
-func walBinding(real string) (string, bool) {
+// walBinding reads the identity the -wal beside real is bound to; errno
+// is getxattr's error (ENODATA: no binding, ENOENT: no -wal, ENOTSUP: the
+// file system keeps no extended attributes), 0 when it was read.
+func walBinding(real string) (string, unix.Errno) {
 	buf := make([]byte, 64)
 	n, err := unix.Getxattr(real+"-wal", walBindAttr, buf)
 	if err != nil {
-		return "", false
+		var errno unix.Errno
+		if !errors.As(err, &errno) {
+			errno = unix.EIO
+		}
+		return "", errno
 	}
-	return string(buf[:n]), true
-}
-
-// checkWAL refuses a ledger whose -wal is bound to another main file.
-func checkWAL(path, real string) error {
-	bound, ok := walBinding(real)
-	if !ok {
-		return nil
-	}
-	id, err := statID(real)
-	if err != nil || bound == id.String() {
-		return nil
-	}
-	return &ledger.StoreError{Op: "open", Path: path,
-		Err:  errors.New("the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed; SQLite would replay it onto this file"),
-		Hint: "if the ledger was restored from a backup, remove its -wal and -shm (with no idem running); else put back the file the -wal belongs to"}
+	return string(buf[:n]), 0
 }
 
 // bindWAL binds the -wal beside real to real's identity, when it is not
 // bound yet; errors are ignored (a file system without extended
 // attributes).
-func (s *Ledger) bindWAL(real string) {
-	if _, ok := walBinding(real); ok {
+func bindWAL(real string) {
+	if _, errno := walBinding(real); errno != unix.ENODATA {
 		return
 	}
 	id, err := statID(real)

@@ -16,63 +16,63 @@ import (
 // prepareFile creates a missing directory (0700, when mkdir says so; else
 // it is an error) and a missing ledger file (0600) before SQLite opens it,
 // so -wal and -shm copy that mode, and returns the file SQLite will open
-// (a link's target). Directories, devices, FIFOs and symbolic links that
-// SQLite would follow to a missing file or to another user's file are
-// refused.
-func prepareFile(abs string, mkdir bool) (real string, err error) {
+// (a link's target) and whether it created it. Directories, devices,
+// FIFOs and symbolic links that SQLite would follow to a missing file or
+// to another user's file are refused.
+func prepareFile(abs string, mkdir bool) (real string, created bool, err error) {
 	dir := filepath.Dir(abs)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if !mkdir {
-			return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
+			return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
 				Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700)"}
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", false, &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
+			return "", false, &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
 		}
 	}
 	fi, err := os.Lstat(abs)
 	real = abs
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		if real, fi, err = followLink(abs); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	switch {
 	case err == nil && fi.IsDir():
-		return "", &ledger.StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
+		return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: errors.New("is a directory"),
 			Hint: "point --ledger or IDEM_LEDGER at a file, not a directory"}
 	case err == nil && !fi.Mode().IsRegular():
-		return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
+		return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("is %s, not a regular file", fileKind(fi.Mode())),
 			Hint: "point --ledger or IDEM_LEDGER at a regular file"}
 	case err == nil:
 		// SQLite would open a file it may not write read-only, and leave
 		// -wal and -shm behind: refuse it first.
 		if err := unix.Faccessat(unix.AT_FDCWD, real, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
-			return "", &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
+			return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("cannot read and write it: %w", err),
 				Hint: "check the permissions of the ledger file and its directory"}
 		}
-		return real, nil
+		return real, false, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", &ledger.StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
+		return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: err, Hint: permHint(err)}
 	}
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return abs, nil // another process created it first
+		return abs, false, nil // another process created it first
 	}
 	if err != nil {
-		return "", &ledger.StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
+		return "", false, &ledger.StoreError{Op: "create", Path: abs, Err: err, Hint: permHint(err)}
 	}
 	err = f.Chmod(0o600) // whatever the umask
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", &ledger.StoreError{Op: "create", Path: abs, Err: err}
+		return "", false, &ledger.StoreError{Op: "create", Path: abs, Err: err}
 	}
-	return abs, nil
+	return abs, true, nil
 }
 
 // checkFile is prepareFile for a read-only open: it creates nothing, and

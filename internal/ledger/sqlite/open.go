@@ -59,6 +59,17 @@ type Ledger struct {
 	// Tightened names the ledger files whose group and other permissions
 	// Open took away (the ledger holds command output); callers warn.
 	Tightened []string
+	// newEntries: this connection's open created one of the ledger's
+	// files; the first durable commit syncs their directory.
+	newEntries bool
+}
+
+// Options is how OpenFile opens a ledger file.
+type Options struct {
+	ledger.Options
+	// OtherOwner lets root open another user's ledger file to write (see
+	// OtherOwnerEnv); anyone else is refused it.
+	OtherOwner bool
 }
 
 // Open opens (creating when missing) the ledger at path to read and
@@ -67,7 +78,7 @@ type Ledger struct {
 // newer idem, is refused untouched; an older one is migrated. Every error
 // is a *StoreError.
 func Open(ctx context.Context, path string) (*Ledger, error) {
-	return open(ctx, path, ledger.Options{}, migrations)
+	return open(ctx, path, Options{}, migrations)
 }
 
 // OpenWith opens the ledger at path as opts says: with opts.ReadOnly, an
@@ -77,28 +88,46 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 // *StoreError wrapping ledger.ErrNoLedger, and nothing is created. Every
 // error is a *StoreError.
 func OpenWith(ctx context.Context, path string, opts ledger.Options) (*Ledger, error) {
+	return open(ctx, path, Options{Options: opts}, migrations)
+}
+
+// OpenFile is OpenWith with the file's own options. A write open refuses a
+// ledger whose files another user owns (see checkOwners), and every open a
+// -wal that may not belong to the ledger (see checkJournal).
+func OpenFile(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	return open(ctx, path, opts, migrations)
 }
 
-// open is OpenWith for a given list of migrations (tests give it more).
-func open(ctx context.Context, path string, opts ledger.Options, migrations []ledger.Migration) (*Ledger, error) {
+// open is OpenFile for a given list of migrations (tests give it more).
+func open(ctx context.Context, path string, opts Options, migrations []ledger.Migration) (*Ledger, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: path, Err: err}
 	}
 	var real string
+	created := false
 	switch {
 	case opts.ReadOnly:
 		real, err = checkFile(abs)
 	case opts.Existing && missingOrEmpty(abs):
 		return nil, noLedger(abs) // writing would initialise the file
 	default:
-		real, err = prepareFile(abs, !opts.NoMkdir)
+		real, created, err = prepareFile(abs, !opts.NoMkdir)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWAL(abs, real); err != nil {
+	f, err := readFiles(abs, real)
+	if err == nil && !opts.ReadOnly {
+		err = checkOwners(abs, real, f, opts.OtherOwner)
+	}
+	if err == nil {
+		err = checkJournal(abs, real, f)
+	}
+	if err == nil && !opts.ReadOnly {
+		err = createWAL(abs, real, f)
+	}
+	if err != nil {
 		return nil, err
 	}
 	d := dsn(abs, opts.ReadOnly)
@@ -129,8 +158,16 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
-	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64())}
-	err = s.checkSchema(ctx, migrations, opts.ReadOnly)
+	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64()),
+		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
+	if !opts.ReadOnly && f.rollbackMode() && f.isLedger() {
+		// A restored backup (VACUUM INTO writes rollback mode): without
+		// WAL, a reader's open transaction would block every run.
+		err = s.switchToWAL(ctx, "open")
+	}
+	if err == nil {
+		err = s.checkSchema(ctx, migrations, opts.ReadOnly)
+	}
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -143,9 +180,40 @@ func open(ctx context.Context, path string, opts ledger.Options, migrations []le
 		s.Close()
 		return nil, err
 	}
-	s.bindWAL(real)
+	bindWAL(real) // one SQLite created meanwhile (another process removed idem's)
 	s.noteFiles(real)
 	return s, nil
+}
+
+// switchToWAL puts the ledger in WAL mode, and binds the -wal SQLite
+// creates for it before anything is written to it. Processes that open a
+// ledger in rollback mode at once all switch it: the switch upgrades a
+// read lock to a write lock within one statement, and SQLite answers BUSY
+// at once, without its busy timeout, while another process holds the
+// write lock. Wait for that lock with an empty BEGIN IMMEDIATE (which
+// does use the busy timeout), then try again: by then the winner has
+// switched the file.
+func (s *Ledger) switchToWAL(ctx context.Context, op string) error {
+	var mode string
+	var err error
+	for try := 0; try < busyRetries*4; try++ {
+		err = s.conn.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+		if !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+		if tx, berr := s.conn.BeginTx(ctx, nil); berr == nil {
+			tx.Rollback()
+		}
+	}
+	if err != nil {
+		return storeErr(op, s.path, err)
+	}
+	if mode != "wal" {
+		return &ledger.StoreError{Op: op, Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
+	}
+	bindWAL(s.real)
+	s.newEntries = true
+	return nil
 }
 
 // missingOrEmpty reports whether no ledger was ever written at abs: no

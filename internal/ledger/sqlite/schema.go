@@ -198,28 +198,8 @@ func notLedger(path string) error {
 }
 
 func (s *Ledger) initialise(ctx context.Context, migrations []ledger.Migration) error {
-	// Processes that open a new ledger at once all switch it to WAL. The
-	// switch upgrades a read lock to a write lock within one statement, and
-	// SQLite answers BUSY at once, without its busy timeout, while another
-	// process holds the write lock. Wait for that lock with an empty
-	// BEGIN IMMEDIATE (which does use the busy timeout), then try again:
-	// by then the winner has switched the file.
-	var mode string
-	var err error
-	for try := 0; try < busyRetries*4; try++ {
-		err = s.conn.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
-		if !isBusy(err) || ctx.Err() != nil {
-			break
-		}
-		if tx, berr := s.conn.BeginTx(ctx, nil); berr == nil {
-			tx.Rollback()
-		}
-	}
-	if err != nil {
-		return storeErr("initialise", s.path, err)
-	}
-	if mode != "wal" {
-		return &ledger.StoreError{Op: "initialise", Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
+	if err := s.switchToWAL(ctx, "initialise"); err != nil {
+		return err
 	}
 	return s.migrate(ctx, "initialise", migrations)
 }

@@ -35,11 +35,24 @@ func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
 	return token, err
 }
 
+// restoredBoot is the token mark's boot in a backup (see Backup): a
+// ledger restored from one raises the mark before its first token, and
+// that raise jumps the counter to the clock (see raiseMark).
+const restoredBoot = "restored from a backup"
+
 // raiseMark makes the next tokenBlock tokens durable before any of them is
 // handed out: in a transaction committed with synchronous=FULL, the mark
 // goes tokenBlock past the counter. When the mark was written during
 // another boot, reservations after it may have been lost in a power cut
 // with their counter updates, so the counter first jumps to the mark.
+//
+// A restored backup has lost every token handed out after it was made,
+// and nothing in the file can say how many: the high-water mark is kept
+// outside it, in the clock. The counter jumps to the time in microseconds
+// since 1970, which is past every token the ledger handed out as long as
+// it never handed out more than one per microsecond on average (each is a
+// committed transaction) and the clock was not set back past the backup's
+// time. Microseconds keep tokens below 2^53, exact in JSON.
 func (s *Ledger) raiseMark(ctx context.Context) error {
 	return s.writeSync(ctx, "reserve a block of tokens", true, func(tx *sql.Tx) error {
 		var value, mark int64
@@ -53,6 +66,9 @@ func (s *Ledger) raiseMark(ctx context.Context) error {
 		}
 		if boot != s.bootID {
 			value = max(value, mark)
+		}
+		if boot == restoredBoot {
+			value = max(value, s.Now().UnixMicro())
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'token'`, value); err != nil {
 			return err

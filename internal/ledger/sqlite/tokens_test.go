@@ -37,6 +37,7 @@ func copyFiles(t *testing.T, path string) string {
 			t.Fatal(err)
 		}
 	}
+	sqlite.BindWAL(dst) // a copy without the binding would be refused
 	return dst
 }
 
@@ -125,5 +126,55 @@ func TestSQLiteTokenMarkCommitsOncePerBlock(t *testing.T) {
 	// A new block within a boot continues the count; a new boot jumps.
 	if jumps != 1 {
 		t.Errorf("%d jumps of the counter, want 1 (at boot-b)", jumps)
+	}
+}
+
+// TestSQLiteRestoredBackupHandsOutNewTokens: tokens 1-3, a backup, 4-6,
+// then the backup restored: the restored ledger is back in WAL mode once
+// opened, and its first token is above every token handed out before,
+// those after the backup included, on the same boot.
+func TestSQLiteRestoredBackupHandsOutNewTokens(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	l, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed int64
+	for i := range 3 {
+		handed = max(handed, reserveOn(t, l, fmt.Sprintf("evt:before-%d", i), "boot-a").Token)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if err := l.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		handed = max(handed, reserveOn(t, l, fmt.Sprintf("evt:after-%d", i), "boot-a").Token)
+	}
+	l.Close()
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil { // in place, as the restore does
+		t.Fatal(err)
+	}
+	r, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := reserveOn(t, r, "evt:after-restore", "boot-a").Token; got <= handed {
+		t.Errorf("the restored ledger handed out token %d; tokens up to %d were handed out before", got, handed)
+	}
+	if got := reserveOn(t, r, "evt:after-restore-2", "boot-a").Token; got <= handed {
+		t.Errorf("the second token after the restore is %d", got)
+	}
+	db := rawDB(t, path)
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode of the restored ledger: %q %v, want wal", mode, err)
 	}
 }

@@ -76,6 +76,9 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 			break
 		}
 	}
+	if err == nil && full {
+		return s.syncNewEntries(op)
+	}
 	return s.wrap(op, err)
 }
 

@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// stickyDir is a directory every user may create files in (mode 1777), as
+// /tmp is, inside a scratch directory every user can reach.
+func stickyDir(t *testing.T) (root, dir string) {
+	t.Helper()
+	root = sharedDir(t)
+	dir = filepath.Join(root, "tmp")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	return root, dir
+}
+
+// runOut runs a helper program and returns its combined output.
+func runOut(prog string, args ...string) (string, error) {
+	out, err := exec.Command(prog, args...).CombinedOutput()
+	return string(out), err
+}
+
+func ownerOf(t *testing.T, path string) int {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// TestLedgerOfAnotherUserIsRefused: in a directory others may write,
+// another user (nobody) who creates root's ledger first, empty or holding
+// a success for root's key, decides nothing: root's run is refused with 74
+// and a hint naming runuser, runs nothing and creates nothing there. Root
+// still inspects it; with IDEM_ALLOW_OTHER_OWNER=1 root may purge it, and
+// the files SQLite creates then are nobody's, so nobody's runs go on.
+func TestLedgerOfAnotherUserIsRefused(t *testing.T) {
+	needTool(t, "runuser")
+	root, dir := stickyDir(t)
+	idem := copyExe(t, idemBin(t), mkdir(t, filepath.Join(root, "bin"), 0o755))
+	marks := filepath.Join(t.TempDir(), "marks")
+	asNobody := func(args ...string) *process {
+		c := clean(nil, idem, args...)
+		c.nobody, c.dir = true, root
+		return run(t, c)
+	}
+	refused := func(p *process) {
+		t.Helper()
+		p.expect(74)
+		if !strings.Contains(p.stderr, "owned by another user (nobody, uid 65534)") || !strings.Contains(p.stderr, "runuser -u nobody -- idem") {
+			t.Errorf("refusal does not say whose the ledger is: %v", p)
+		}
+		if _, err := os.Stat(marks); err == nil {
+			t.Fatalf("the command ran: %v", p)
+		}
+	}
+
+	// (b) an empty file, mode 0666: root's output would land in it.
+	empty := filepath.Join(dir, "c.db")
+	p := run(t, command{argv: []string{"/bin/sh", "-c", `umask 0; : > "$0"`, empty}, nobody: true})
+	p.expect(0)
+	refused(run(t, clean(nil, idem, "--ledger", empty, "run", "--key", "owner:empty", "--", "/bin/sh", "-c", `echo secret; echo ran >> "$0"`, marks)))
+	if fi, err := os.Stat(empty); err != nil || fi.Size() != 0 {
+		t.Errorf("the other user's file was written: %v %v", fi, err)
+	}
+	for _, s := range []string{"-wal", "-shm", "-journal"} {
+		if _, err := os.Lstat(empty + s); err == nil {
+			t.Errorf("root created %s beside another user's file", s)
+		}
+	}
+
+	// (c) a ledger holding a success for root's key: root's job would
+	// never run.
+	forged := filepath.Join(dir, "ledger.db")
+	asNobody("--ledger", forged, "run", "--key", "owner:root-job", "--", "/bin/true").expect(0)
+	refused(run(t, clean(nil, idem, "--ledger", forged, "run", "--key", "owner:root-job", "--", "/bin/sh", "-c", `echo ran >> "$0"`, marks)))
+
+	// Reading it keeps working, without the opt-in.
+	run(t, clean(nil, idem, "--ledger", forged, "inspect", "owner:root-job")).expect(0)
+	run(t, clean(nil, idem, "--ledger", forged, "purge", "--all", "--dry-run")).expect(0)
+
+	// With the opt-in, root may act on it, and leaves nothing of root's.
+	run(t, clean([]string{"IDEM_ALLOW_OTHER_OWNER=1"}, idem, "--ledger", forged, "purge", "owner:root-job")).expect(0)
+	for _, s := range []string{"", "-wal", "-shm"} {
+		if _, err := os.Lstat(forged + s); err == nil && ownerOf(t, forged+s) != nobody {
+			t.Errorf("%s is uid %d after root's purge, want nobody's", forged+s, ownerOf(t, forged+s))
+		}
+	}
+	asNobody("--ledger", forged, "run", "--key", "owner:after-purge", "--", "/bin/true").expect(0)
+
+	// A -wal or -shm of another user beside root's own ledger is refused
+	// too, and a link there is never followed.
+	mine := filepath.Join(dir, "mine.db")
+	run(t, clean(nil, idem, "--ledger", mine, "run", "--key", "owner:mine", "--", "/bin/true")).expect(0)
+	os.Remove(mine + "-shm")
+	run(t, command{argv: []string{"/bin/sh", "-c", `umask 0; : > "$0"`, mine + "-shm"}, nobody: true}).expect(0)
+	if p := run(t, clean(nil, idem, "--ledger", mine, "run", "--key", "owner:mine-2", "--", "/bin/true")).expect(74); !strings.Contains(p.stderr, "its -shm is owned by another user") {
+		t.Errorf("a -shm of another user: %v", p)
+	}
+	os.Remove(mine + "-shm")
+	os.Remove(mine + "-wal")
+	if err := os.Symlink("/etc/hostname", mine+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if p := run(t, clean(nil, idem, "--ledger", mine, "run", "--key", "owner:mine-3", "--", "/bin/true")).expect(74); !strings.Contains(p.stderr, "is a symbolic link") {
+		t.Errorf("a -wal that is a link: %v", p)
+	}
+}
+
+// TestDynamicUserStateDirectory: systemd's DynamicUser= state directory,
+// /var/lib/NAME a link to private/NAME owned by the service's user, stays
+// usable by that user, and root inspects it through the link.
+func TestDynamicUserStateDirectory(t *testing.T) {
+	root := sharedDir(t)
+	idem := copyExe(t, idemBin(t), mkdir(t, filepath.Join(root, "bin"), 0o755))
+	private := mkdir(t, filepath.Join(root, "private", "idem"), 0o755)
+	if err := os.Chown(private, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "idem")
+	if err := os.Symlink("private/idem", link); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(link, "ledger.db")
+	for range 2 {
+		c := clean(nil, idem, "--ledger", path, "run", "--key", "dyn:job-1", "--", "/bin/echo", "hi")
+		c.nobody = true
+		if p := run(t, c).expect(0); p.stdout != "hi\n" {
+			t.Errorf("run as the service's user: %v", p)
+		}
+	}
+	run(t, clean(nil, idem, "--ledger", path, "inspect", "dyn:job-1")).expect(0)
+}
+
+// TestForeignWALIsNeverReplayed: a -wal that is not the ledger's own is
+// refused with 74 before SQLite replays it, however it got there, and the
+// recorded key is never run again: another ledger's -wal copied beside it
+// (cp drops the binding), the ledger moved together with its -wal by a
+// tool that drops extended attributes (refused, with a hint that works),
+// and a backup copied in place over a ledger whose -wal was left.
+func TestForeignWALIsNeverReplayed(t *testing.T) {
+	sqlite3 := needTool(t, "sqlite3")
+	g := newLeaseRig(t)
+	marks := g.path("marks")
+	jobOn := func(ledger, key string) *process {
+		return run(t, command{argv: []string{"idem", "--ledger", ledger, "run", "--key", key, "--",
+			"/bin/sh", "-c", `echo ran >> "$0"; echo out`, marks}, env: g.env})
+	}
+	job := func(key string) *process { return jobOn(g.ledger, key) }
+	ran := func() int {
+		b, _ := os.ReadFile(marks)
+		return strings.Count(string(b), "ran")
+	}
+	cp := func(src, dst string) {
+		t.Helper()
+		if out, err := runOut("cp", src, dst); err != nil {
+			t.Fatalf("cp %s %s: %v %s", src, dst, err, out)
+		}
+	}
+	job("wal:recorded").expect(0)
+	if ran() != 1 {
+		t.Fatal("the job did not run")
+	}
+
+	// Another ledger's -wal, copied beside this one.
+	other := newLeaseRig(t)
+	other.run("run", "--key", "wal:other-ledger", "--", "/bin/true").expect(0)
+	execSQL(t, g.ledger, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	os.Remove(g.ledger + "-wal")
+	os.Remove(g.ledger + "-shm")
+	cp(other.ledger+"-wal", g.ledger+"-wal")
+	if p := job("wal:recorded").expect(74); !strings.Contains(p.stderr, "SQLite would replay it onto this file") {
+		t.Errorf("a foreign -wal: %v", p)
+	}
+	os.Remove(g.ledger + "-wal")
+	job("wal:recorded").expect(0)
+
+	// The ledger moved with its own -wal by a copy that drops the binding:
+	// refused, and the hint's checkpoint makes it usable, key kept.
+	job("wal:in-the-wal").expect(0)
+	moved := g.path("moved.db")
+	cp(g.ledger, moved)
+	cp(g.ledger+"-wal", moved+"-wal")
+	p := jobOn(moved, "wal:in-the-wal").expect(74)
+	hint := regexp.MustCompile(`sqlite3 (\S+) '(PRAGMA wal_checkpoint\(TRUNCATE\))'`).FindStringSubmatch(p.stderr)
+	if hint == nil {
+		t.Fatalf("no recovery hint: %v", p)
+	}
+	if out, err := runOut(sqlite3, hint[1], hint[2]); err != nil {
+		t.Fatalf("the hint's command: %v %s", err, out)
+	}
+	if p := jobOn(moved, "wal:in-the-wal").expect(0); !strings.Contains(p.stderr, "replayed") {
+		t.Errorf("after the hint: %v", p)
+	}
+
+	// A backup copied in place (same inode) over a ledger whose -wal
+	// stayed.
+	g.run("backup", g.path("backup.db")).expect(0)
+	job("wal:after-backup").expect(0)
+	cp(g.path("backup.db"), g.ledger)
+	if p := job("wal:after-backup").expect(74); !strings.Contains(p.stderr, "not in WAL mode") {
+		t.Errorf("a backup copied over a ledger with its -wal: %v", p)
+	}
+	if n := ran(); n != 3 {
+		t.Errorf("the jobs ran %d times, want 3 (each key once)", n)
+	}
+}
+
+// TestRestoredLedgerIsWALAndHandsOutNewTokens: the documented restore
+// (no idem running: remove -wal and -shm, copy the backup over the file)
+// gives a ledger in WAL mode again after its first run, and it never
+// hands out a token it handed out before the restore.
+func TestRestoredLedgerIsWALAndHandsOutNewTokens(t *testing.T) {
+	g := newLeaseRig(t)
+	token := func(key string) int64 {
+		t.Helper()
+		p := g.run("run", "--key", key, "--", "/bin/sh", "-c", `echo "$IDEM_TOKEN"`).expect(0)
+		n, err := strconv.ParseInt(strings.TrimSpace(p.stdout), 10, 64)
+		if err != nil {
+			t.Fatalf("IDEM_TOKEN %q", p.stdout)
+		}
+		return n
+	}
+	var handed int64
+	for i := range 3 {
+		handed = max(handed, token(fmt.Sprintf("restore:before-%d", i)))
+	}
+	g.run("backup", g.path("backup.db")).expect(0)
+	for i := range 3 {
+		handed = max(handed, token(fmt.Sprintf("restore:after-%d", i)))
+	}
+	for _, s := range []string{"-wal", "-shm"} {
+		os.Remove(g.ledger + s)
+	}
+	b, err := os.ReadFile(g.path("backup.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.ledger, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := token("restore:after-the-restore"); got <= handed {
+		t.Errorf("the restored ledger handed out token %d; tokens up to %d were handed out before", got, handed)
+	}
+	db := openDB(t, g.ledger)
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("the restored ledger's journal_mode after a run: %q %v, want wal", mode, err)
+	}
+}
+
+// TestDirectorySyncFailureIsAnError: an EIO from the fsync of the
+// ledger's directory, which makes a new file's entry durable, fails the run
+// with 74 before the command starts (SQLite ignores it): for a new ledger,
+// and for one whose -wal the last close removed. Every fsync of the
+// directory fails (strace fault injection, limited to that path).
+func TestDirectorySyncFailureIsAnError(t *testing.T) {
+	strace := needStrace(t)
+	idem := idemBin(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	marks := filepath.Join(t.TempDir(), "marks")
+	failing := func(key string) *process {
+		t.Helper()
+		p := run(t, clean(nil, strace, "-f", "-qq", "-o", "/dev/null", "-P", dir, "-e", "trace=fsync,fdatasync",
+			"-e", "inject=fsync,fdatasync:error=EIO", idem, "--ledger", path, "run", "--key", key, "--",
+			"/bin/sh", "-c", `echo ran >> "$0"`, marks)).expect(74)
+		if !strings.Contains(p.stderr, "sync the directory "+dir) {
+			t.Errorf("the error does not name the directory: %v", p)
+		}
+		if _, err := os.Stat(marks); err == nil {
+			t.Fatalf("the command ran: %v", p)
+		}
+		return p
+	}
+	failing("dirsync:new-ledger")
+	run(t, clean(nil, idem, "--ledger", path, "run", "--key", "dirsync:ok", "--", "/bin/true")).expect(0)
+	run(t, clean(nil, idem, "--ledger", path, "purge", "dirsync:ok")).expect(0) // closes: removes the -wal
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Fatal("the -wal is still there after a close")
+	}
+	failing("dirsync:new-wal")
+}
