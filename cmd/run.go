@@ -283,6 +283,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		u.warnf("%s", w)
 	}
 	render(a, u, res, ledger.NowOf(l, a.now))
+	reportCI(a, u, res, res.Exit())
 	return res, res.Exit(), nil
 }
 
