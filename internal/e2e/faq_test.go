@@ -49,7 +49,7 @@ func TestFAQMessages(t *testing.T) {
 		code int
 		args []string
 	}{
-		{64, []string{"run", "--key", "backup:", "--", "true"}}, // "backup:$DAY", DAY unset
+		{64, []string{"run", "--key", "backup:", "--", "true"}},      // "backup:$DAY", DAY unset
 		{64, []string{"run", "--key", "deploy:prod:", "--", "true"}}, // "deploy:prod:$SHA", SHA unset
 		{64, []string{"key", "deploy", "prod", ""}},
 		{127, []string{"run", "--key", "demo:pipe", "--", "echo hi | tr a-z A-Z"}},
