@@ -281,7 +281,7 @@ func cronMetrics(t *testing.T, c crontab, cmd string) {
 	if err != nil {
 		t.Fatalf("the metrics line wrote no %s: %v", file, err)
 	}
-	if !strings.Contains(string(got), `idem_records{status="succeeded"} 1`) {
+	if !regexp.MustCompile(`(?m)^idem_records\{status="succeeded",ledger="[^"]+"\} 1$`).Match(got) {
 		t.Errorf("%s does not count the seeded record:\n%s", file, got)
 	}
 }

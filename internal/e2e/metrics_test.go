@@ -40,16 +40,49 @@ func TestMetricsPassPromtool(t *testing.T) {
 
 // TestMetricsThroughNodeExporter: node_exporter's textfile collector
 // reads what idem metrics --textfile writes, without a scrape error, and
-// serves it on /metrics.
+// serves it on /metrics; two ledgers exported to one directory stay apart
+// by their ledger label (without it node_exporter drops one ledger's
+// series as "collected before with the same name and label values").
 func TestMetricsThroughNodeExporter(t *testing.T) {
-	ne := needTool(t, "prometheus-node-exporter")
 	env := metricsLedger(t)
+	other := []string{"IDEM_LEDGER=" + filepath.Join(t.TempDir(), "other.db")}
+	run(t, inherit(other, idemBin(t), "run", "--key", "evt:other:ok-1", "--", "true")).expect(0)
 	dir := filepath.Join(t.TempDir(), "textfile")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	run(t, inherit(env, idemBin(t), "metrics", "--textfile", filepath.Join(dir, "idem.prom"))).expect(0)
+	run(t, inherit(other, idemBin(t), "metrics", "--label", "ledger=other", "--textfile", filepath.Join(dir, "other.prom"))).expect(0)
+	body, logs := scrapeNodeExporter(t, dir)
+	main := strings.TrimPrefix(env[0], "IDEM_LEDGER=")
+	for _, want := range []string{
+		`idem_records{ledger="` + main + `",status="succeeded"} 1`,
+		`idem_records{ledger="` + main + `",status="failed"} 1`,
+		`idem_replays_total{ledger="` + main + `"} 1`,
+		`idem_runs_total{ledger="` + main + `",outcome="failed"} 1`,
+		`idem_last_success_timestamp_seconds{group="evt",ledger="` + main + `"} `,
+		`idem_records{ledger="other",status="succeeded"} 1`,
+		`idem_records{ledger="other",status="failed"} 0`,
+		`idem_replays_total{ledger="other"} 0`,
+		`node_textfile_scrape_error 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("node_exporter's /metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(logs, "collected before") {
+		t.Errorf("node_exporter found duplicate series:\n%s", logs)
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s\nnode_exporter's log:\n%s", body, logs)
+	}
+}
 
+// scrapeNodeExporter starts node_exporter with only the textfile
+// collector, reading dir, and returns its /metrics and what it logged.
+func scrapeNodeExporter(t *testing.T, dir string) (body, logs string) {
+	t.Helper()
+	ne := needTool(t, "prometheus-node-exporter")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +94,8 @@ func TestMetricsThroughNodeExporter(t *testing.T) {
 	defer func() {
 		p.send(syscall.SIGTERM)
 		p.wait()
+		logs = p.stderr
 	}()
-	var body string
 	for try := 0; ; try++ { // until it listens
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
@@ -71,8 +104,7 @@ func TestMetricsThroughNodeExporter(t *testing.T) {
 			if rerr != nil {
 				t.Fatal(rerr)
 			}
-			body = string(b)
-			break
+			return string(b), ""
 		}
 		select {
 		case <-p.done:
@@ -84,20 +116,5 @@ func TestMetricsThroughNodeExporter(t *testing.T) {
 			t.Fatalf("node_exporter does not answer on %s: %v", addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	for _, want := range []string{
-		`idem_records{status="succeeded"} 1`,
-		`idem_records{status="failed"} 1`,
-		`idem_replays_total 1`,
-		`idem_runs_total{outcome="failed"} 1`,
-		`idem_last_success_timestamp_seconds{group="evt"} `,
-		`node_textfile_scrape_error 0`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("node_exporter's /metrics lacks %q", want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("/metrics:\n%s", body)
 	}
 }
