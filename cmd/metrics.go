@@ -35,7 +35,8 @@ outcome, duplicates suppressed, records purged or expired).
 
 A key's group is the key up to its first --group-separator (the whole key
 when it has none); past --max-groups groups, in name order, the rest are
-reported together as group "other".
+reported together as group "other". A group's last success outlives its
+records: purge keeps it (for the key up to its first ':').
 
 --textfile PATH writes the same to PATH atomically (a temporary file in the
 same directory, then a rename), for node_exporter's textfile collector; the
