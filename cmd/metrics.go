@@ -40,7 +40,9 @@ records: purge keeps it (for the key up to its first ':').
 
 --textfile PATH writes the same to PATH atomically (a temporary file in the
 same directory, then a rename), for node_exporter's textfile collector; the
-file name must end in .prom. Run it from cron:
+file name must end in .prom. Run it from root's crontab (another user
+writes to a directory of its own, linked into node_exporter's: see
+docs/operators.md):
 
   PATH=/usr/local/bin:/usr/bin:/bin
   * * * * * idem metrics --textfile /var/lib/prometheus/node-exporter/idem.prom
