@@ -41,7 +41,7 @@ func ciIs(env []string, name string) bool {
 // stdout), and every run appends the step outputs replayed, exit_code
 // and key to $GITHUB_OUTPUT, and a replay a line to $GITHUB_STEP_SUMMARY.
 // Under GitLab CI, which has neither, a replay's notice is printed even
-// with --quiet. Outside CI it costs two scans of the environment.
+// with --quiet. Outside CI it costs a scan of the environment.
 func reportCI(a *app, u *ui, res *runner.Result, code int) {
 	switch {
 	case ciIs(a.environ, "GITHUB_ACTIONS"):
