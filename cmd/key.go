@@ -18,10 +18,11 @@ file names, anything), for 'idem run --key'. It opens no ledger.
 
 The parts are joined with ':'. Inside a part, letters, digits and ':' '_'
 '-' '.' are kept and every other character becomes '_'. When that changed
-anything, when a part holds ':', or when the result is shorter
-than 8 or longer than 128 characters, the key is the first 110 characters of
-the joined text followed by '::' and 16 hex digits of a SHA-256 over all the
-parts, length-prefixed. So:
+anything, when a part holds ':', when the result has no letter or digit,
+or when it is shorter than 8 or longer than 128 characters, the key is the
+first 110 characters of the joined text (a ':' there that would leave an
+empty part made '_') followed by '::' and 16 hex digits of a SHA-256 over
+all the parts, length-prefixed. So:
 
   - the same parts always give the same key, on every host and version;
   - different parts give different keys ("a:b" as one part is not "a" "b");

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ type metricsOptions struct {
 	textfile  string
 	separator string
 	maxGroups int
+	labels    []string
 }
 
 func newMetricsCmd(a *app) *cobra.Command {
@@ -33,14 +35,22 @@ outcome, duplicates suppressed, records purged or expired).
 
 A key's group is the key up to its first --group-separator (the whole key
 when it has none); past --max-groups groups, in name order, the rest are
-reported together as group "other".
+reported together as group "other". A group's last success outlives its
+records: purge keeps it (for the key up to its first ':').
 
 --textfile PATH writes the same to PATH atomically (a temporary file in the
 same directory, then a rename), for node_exporter's textfile collector; the
-file name must end in .prom. Run it from cron:
+file name must end in .prom. Run it from root's crontab (another user
+writes to a directory of its own, linked into node_exporter's: see
+docs/operators.md):
 
   PATH=/usr/local/bin:/usr/bin:/bin
   * * * * * idem metrics --textfile /var/lib/prometheus/node-exporter/idem.prom
+
+Every series has a ledger label, the ledger's path (a PostgreSQL ledger's
+address, without its password), so that two ledgers exported to one
+directory stay apart; --label ledger=NAME names it instead, --label ledger=
+leaves it out, and --label NAME=VALUE (repeatable) adds labels of your own.
 
 The counters live in the ledger's records; a record's counts move to the
 ledger's totals when it is purged or expires, so no counter goes down.`,
@@ -51,7 +61,10 @@ ledger's totals when it is purged or expires, so no counter goes down.`,
   idem metrics --textfile /var/lib/prometheus/node-exporter/idem.prom
 
   # keys such as backup.db1.2026-12-02 grouped by their first part
-  idem metrics --group-separator .`,
+  idem metrics --group-separator .
+
+  # two ledgers, one textfile directory: a name for each
+  idem --ledger /srv/backups/ledger.db metrics --label ledger=backups --textfile /var/lib/idem-metrics/backups.prom`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return runMetrics(c.Context(), a, o)
@@ -62,6 +75,7 @@ ledger's totals when it is purged or expires, so no counter goes down.`,
 	f.StringVar(&o.textfile, "textfile", "", "write to this .prom file atomically instead of stdout")
 	f.StringVar(&o.separator, "group-separator", ":", "a key's group is the key up to its first SEPARATOR")
 	f.IntVar(&o.maxGroups, "max-groups", ledger.DefaultMaxGroups, "report at most this many groups one by one; the rest as group \"other\"")
+	f.StringArrayVar(&o.labels, "label", nil, "add NAME=VALUE to every series (repeatable); ledger=NAME replaces the default ledger label, ledger= drops it")
 	c.SetHelpTemplate(exitSection(
 		exitLine{exitcode.OK, "printed, or written"},
 		exitLine{exitcode.Usage, "usage: bad flag"},
@@ -80,6 +94,10 @@ func runMetrics(ctx context.Context, a *app, o *metricsOptions) error {
 	if o.textfile != "" && !strings.HasSuffix(o.textfile, ".prom") {
 		return usagef("node_exporter reads only files named *.prom", "--textfile %q does not end in .prom", o.textfile)
 	}
+	labels, err := a.metricsLabels(o.labels)
+	if err != nil {
+		return err
+	}
 	req := ledger.MetricsRequest{Separator: o.separator, MaxGroups: o.maxGroups}
 	m := &ledger.Metrics{Records: map[ledger.Status]int64{}}
 	var nl *noLedgerError
@@ -95,7 +113,7 @@ func runMetrics(ctx context.Context, a *app, o *metricsOptions) error {
 		}
 	}
 	var b strings.Builder
-	writeMetrics(&b, m)
+	writeMetrics(&b, m, labels...)
 	if o.textfile == "" {
 		if _, err := io.WriteString(a.stdout, b.String()); err != nil {
 			return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the metrics: %v", err)}
@@ -118,16 +136,70 @@ func writeTextfile(path, text string) error {
 	return nil
 }
 
+// metricsLabels returns the labels every series gets, as name, value
+// pairs: the ledger's description as ledger (unless --label ledger=
+// replaces or, empty, drops it), then the --label flags in their order.
+func (a *app) metricsLabels(flags []string) ([]string, error) {
+	var out []string
+	ledgerSet := false
+	seen := map[string]bool{}
+	for _, f := range flags {
+		name, value, ok := strings.Cut(f, "=")
+		switch {
+		case !ok:
+			return nil, usagef("give --label NAME=VALUE", "--label %q has no '='", f)
+		case !validLabelName(name):
+			return nil, usagef("a label name is a letter or '_', then letters, digits or '_', and does not start with '__'",
+				"--label %q: %q is not a Prometheus label name", f, name)
+		case name == "status" || name == "outcome" || name == "group" || name == "reason":
+			return nil, usagef("pick another name", "--label %q: idem's own series use the label %s", f, name)
+		case seen[name]:
+			return nil, usagef("give each label once", "--label %s is given twice", name)
+		case !utf8.ValidString(value):
+			return nil, usagef("give a UTF-8 value", "--label %s: the value is not valid UTF-8", name)
+		}
+		seen[name] = true
+		if name == "ledger" {
+			ledgerSet = true
+		}
+		if value != "" {
+			out = append(out, name, value)
+		}
+	}
+	if !ledgerSet {
+		if loc, err := a.ledgerPath(); err == nil {
+			out = append([]string{"ledger", loc.Describe()}, out...)
+		}
+	}
+	return out, nil
+}
+
+// validLabelName reports whether s is a Prometheus label name that is not
+// reserved: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
+func validLabelName(s string) bool {
+	if s == "" || strings.HasPrefix(s, "__") {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // writeMetrics renders m in the Prometheus text exposition format
 // (version 0.0.4): a HELP and a TYPE line per metric, label values
 // escaped, no timestamps (node_exporter's textfile collector refuses
 // them), and every series of a label set present even when zero, so that
-// rate() and absence alerts behave from the first scrape.
-func writeMetrics(w io.Writer, m *ledger.Metrics) {
+// rate() and absence alerts behave from the first scrape. fixed (name,
+// value pairs) follow each series' own labels.
+func writeMetrics(w io.Writer, m *ledger.Metrics, fixed ...string) {
 	family := func(name, typ, help string) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 	}
 	sample := func(name string, v float64, labels ...string) {
+		labels = append(labels, fixed...)
 		var l strings.Builder
 		for i := 0; i+1 < len(labels); i += 2 {
 			if i > 0 {

@@ -86,8 +86,9 @@ Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
 signal ignored by idem's parent (nohup) stays ignored.
 
-A key is ` + key.Rule + `;
-build one from arbitrary parts with 'idem key'.`,
+A key is ` + key.Rule + `,
+with no empty ':'-separated part (what an unset variable leaves) and at
+least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 		Example: `  # crontab: once per day, whatever cron does (a second firing waits for the
   # first, then replays it); cron's PATH is /usr/bin:/bin, and an unescaped %
   # ends cron's command: write \%
@@ -259,6 +260,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	if err := o.check(a.sharedLedger()); err != nil {
 		return nil, 0, err
 	}
+	if err := key.CheckParts(o.Key); err != nil {
+		return nil, 0, usagef(emptyPartHint(a.environ), "%v", err)
+	}
 	if outer, ok := lookupEnv(a.environ, "IDEM_KEY"); ok && outer == o.Key {
 		// A run of this key is this process's ancestor: it would wait for
 		// itself (--wait) or find the key busy and burn its budget.
@@ -307,6 +311,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		u.warnf("%s", w)
 	}
 	render(a, u, res, ledger.NowOf(l, a.now))
+	reportCI(a, u, res, res.Exit())
 	return res, res.Exit(), nil
 }
 

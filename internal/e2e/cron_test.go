@@ -11,6 +11,8 @@ package e2e
 // they are.
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -253,6 +255,9 @@ func TestCrontabUnderCron(t *testing.T) {
 	}
 }
 
+// debianTextfileDir is node_exporter's textfile directory on Debian.
+const debianTextfileDir = "/var/lib/prometheus/node-exporter"
+
 // cronMetrics runs a documented `idem metrics --textfile FILE` crontab line
 // once under cron's environment, with a temporary directory mounted over
 // FILE's directory, after a run has recorded a key in the default ledger:
@@ -265,10 +270,16 @@ func cronMetrics(t *testing.T, c crontab, cmd string) {
 	}
 	g := newCronRig(t)
 	dst := filepath.Dir(file)
-	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
+	src := mkdir(t, filepath.Join(g.dir, "textfile"), 0o755)
+	out := src
+	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) && dst != debianTextfileDir {
+		// A directory the recipe has root create (a user's own): a
+		// scratch one stands in for its parent, the directory inside.
+		out = mkdir(t, filepath.Join(src, filepath.Base(dst)), 0o755)
+		dst = filepath.Dir(dst)
+	} else if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
 		testenv.Need(t, dst, false, "the textfile directory of node_exporter's Debian package (prometheus-node-exporter)")
 	}
-	src := mkdir(t, filepath.Join(g.dir, "textfile"), 0o755)
 	seed := append(g.cronEnv(c.env), "/bin/sh", "-c", "idem run --key cron:metrics-seed -- true")
 	if p := run(t, g.command(filepath.Join(g.dir, "err0"), seed...)); p.exitStatus != (exitStatus{}) {
 		t.Fatalf("seeding the ledger: %v\n%s", p, g.read("err0"))
@@ -277,11 +288,11 @@ func cronMetrics(t *testing.T, c crontab, cmd string) {
 	if p.exitStatus != (exitStatus{}) {
 		t.Fatalf("cron would mail an error: %v\n%s", p, g.read("err1"))
 	}
-	got, err := os.ReadFile(filepath.Join(src, filepath.Base(file)))
+	got, err := os.ReadFile(filepath.Join(out, filepath.Base(file)))
 	if err != nil {
 		t.Fatalf("the metrics line wrote no %s: %v", file, err)
 	}
-	if !strings.Contains(string(got), `idem_records{status="succeeded"} 1`) {
+	if !regexp.MustCompile(`(?m)^idem_records\{status="succeeded",ledger="[^"]+"\} 1$`).Match(got) {
 		t.Errorf("%s does not count the seeded record:\n%s", file, got)
 	}
 }

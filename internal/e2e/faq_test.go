@@ -49,9 +49,8 @@ func TestFAQMessages(t *testing.T) {
 		code int
 		args []string
 	}{
-		{64, []string{"run", "--key", "backup:", "--", "true"}}, // "backup:$DAY", DAY unset
-		{0, []string{"run", "--key", "deploy:prod:", "--", "true"}},
-		{0, []string{"run", "--key", "deploy:prod:", "--", "true"}},
+		{64, []string{"run", "--key", "backup:", "--", "true"}},      // "backup:$DAY", DAY unset
+		{64, []string{"run", "--key", "deploy:prod:", "--", "true"}}, // "deploy:prod:$SHA", SHA unset
 		{64, []string{"key", "deploy", "prod", ""}},
 		{127, []string{"run", "--key", "demo:pipe", "--", "echo hi | tr a-z A-Z"}},
 		{1, []string{"inspect", "demo:pipe"}},

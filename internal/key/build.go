@@ -29,10 +29,12 @@ const (
 //     becomes one '_' ("café" gives "caf_"), and so does every byte that is
 //     not part of valid UTF-8.
 //  2. If no byte was mapped, no part contains ':', there is at least one
-//     part, no part is empty, and the joined result is 8-128 bytes long, the
-//     joined result is the key.
+//     part, no part is empty, the joined result holds a letter or a digit
+//     and is 8-128 bytes long, the joined result is the key.
 //  3. Otherwise the key is the joined result cut to its first 110 bytes,
-//     then "::", then the first 16 lowercase hex digits of the SHA-256 of:
+//     with every ':' that starts or ends it or follows another ':' made
+//     '_' (so that the readable part has no empty part, as CheckParts
+//     wants), then "::", then the first 16 lowercase hex digits of the SHA-256 of:
 //     "idem-key-v1", the number of parts as a big-endian uint64, and for
 //     each part its length in bytes as a big-endian uint64 followed by its
 //     original bytes.
@@ -71,11 +73,16 @@ func Build(parts ...string) string {
 			j += size
 		}
 	}
-	if plain && len(out) >= MinLen && len(out) <= MaxLen {
+	if plain && len(out) >= MinLen && len(out) <= MaxLen && hasAlnum(out) {
 		return string(out)
 	}
 	if len(out) > prefixMax {
 		out = out[:prefixMax]
+	}
+	for i, c := range out {
+		if c == ':' && (i == 0 || i == len(out)-1 || out[i-1] == ':') {
+			out[i] = '_'
+		}
 	}
 	out = append(out, hashSep...)
 	sum := partsHash(parts)

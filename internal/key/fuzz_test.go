@@ -37,6 +37,11 @@ func FuzzBuild(f *testing.F) {
 			if err := Validate(c.key); err != nil {
 				t.Fatalf("Build(%q)=%q: %v", c.parts, c.key, err)
 			}
+			if len(c.parts) > 0 && !slices.Contains(c.parts, "") {
+				if err := CheckParts(c.key); err != nil {
+					t.Fatalf("Build(%q)=%q: %v", c.parts, c.key, err)
+				}
+			}
 			if !strings.Contains(c.key, hashSep) && !slices.Equal(strings.Split(c.key, ":"), c.parts) {
 				t.Fatalf("Build(%q)=%q has no hash but does not split back into its parts", c.parts, c.key)
 			}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,25 @@ type Metrics struct {
 	// Purged and ExpiredRemoved count the records removed by purge and
 	// those dropped when a run found them past their TTL.
 	Purged, ExpiredRemoved int64
+}
+
+// KeptGroupSep ends the group under which purge keeps a removed record's
+// success: the default separator, the one idem key joins parts with.
+const KeptGroupSep = ":"
+
+// KeptSuccesses is, for records being removed, each group's newest
+// success: the group is the key up to its first KeptGroupSep (the whole
+// key without one). Metrics groups them again by its own separator, which
+// gives the same groups when that separator comes first in the key, or
+// the key has no ':'.
+type KeptSuccesses map[string]time.Time
+
+// Add counts the success of key at t.
+func (k KeptSuccesses) Add(key string, t time.Time) {
+	g, _, _ := strings.Cut(key, KeptGroupSep)
+	if prev, ok := k[g]; !ok || t.After(prev) {
+		k[g] = t
+	}
 }
 
 // FoldGroups appends a group's last success to m, or folds it into Other

@@ -20,6 +20,7 @@ var opsTests = []struct {
 	{"NoOutputStoresNoTail", testNoOutputNoTail},
 	{"CountersNeverGoDown", testCountersNeverGoDown},
 	{"MetricsGauges", testMetricsGauges},
+	{"LastSuccessOutlivesPurge", testLastSuccessOutlivesPurge},
 	{"EachStreamsPages", testEachStreams},
 	{"EachPagesAgree", testEachPagesAgree},
 }
@@ -168,6 +169,50 @@ func testMetricsGauges(e *env) {
 	}
 	if want := []string{"alpha:gauge:1", "alpha:gauge:3", "beta:gauge:2", "gamma:gauge:0", "nosep"}; !slices.Equal(groups, want) {
 		e.t.Errorf("groups by \"-\": %q, want %q", groups, want)
+	}
+}
+
+// testLastSuccessOutlivesPurge: purging a group's records keeps its last
+// success in the metrics (a staleness alert on it can still fire), and a
+// later success moves it on.
+func testLastSuccessOutlivesPurge(e *env) {
+	e.outcome("backup:2026-11-01", ledger.StatusSucceeded, 0)
+	e.clock.Advance(time.Second)
+	e.outcome("backup:2026-11-02", ledger.StatusSucceeded, 0)
+	backupLast := e.clock.Now()
+	e.clock.Advance(time.Second)
+	e.outcome("backup:2026-11-03", ledger.StatusFailed, 0)
+	e.outcome("report.daily:2026-11-03", ledger.StatusSucceeded, 0)
+	reportLast := e.clock.Now()
+	e.outcome("never:2026-11-03", ledger.StatusFailed, 0)
+	e.purge(ledger.PurgeRequest{Selector: ledger.Selector{All: true}})
+	groups := func(m *ledger.Metrics) map[string]time.Time {
+		out := map[string]time.Time{}
+		for _, g := range m.LastSuccess {
+			out[g.Group] = g.Last
+		}
+		return out
+	}
+	m := e.metrics(ledger.MetricsRequest{})
+	got := groups(m)
+	if len(got) != 2 || !sameTime(got["backup"], backupLast) || !sameTime(got["report.daily"], reportLast) {
+		e.t.Errorf("after purging every record: groups %v; want backup at %v and report.daily at %v, kept", got, backupLast, reportLast)
+	}
+	if m.Records[ledger.StatusSucceeded] != 0 {
+		e.t.Errorf("after purging every record: %d succeeded records", m.Records[ledger.StatusSucceeded])
+	}
+	if got := groups(e.metrics(ledger.MetricsRequest{Separator: "."})); !sameTime(got["report"], reportLast) {
+		e.t.Errorf("groups by \".\": %v; want report at %v", got, reportLast)
+	}
+	e.clock.Advance(time.Minute)
+	e.outcome("backup:2026-11-04", ledger.StatusSucceeded, 0)
+	newer := e.clock.Now()
+	if got := groups(e.metrics(ledger.MetricsRequest{})); !sameTime(got["backup"], newer) {
+		e.t.Errorf("a new success: backup at %v, want %v", got["backup"], newer)
+	}
+	e.purge(ledger.PurgeRequest{Selector: ledger.Selector{Keys: []string{"backup:2026-11-04"}}})
+	if got := groups(e.metrics(ledger.MetricsRequest{})); !sameTime(got["backup"], newer) {
+		e.t.Errorf("the new success purged: backup at %v, want %v", got["backup"], newer)
 	}
 }
 

@@ -66,8 +66,9 @@ func (u *purger) Delete(ctx context.Context, del []string, more bool) (int, erro
 	var n int64
 	err := u.p.do(ctx, "purge", func() error {
 		return u.p.db.QueryRow(ctx, u.p.q(`WITH d AS (DELETE FROM {schema}.records WHERE key = ANY(@del::text[]) AND `+selectorSQL+`
-			AND (@force::boolean OR NOT `+liveSQL+`) RETURNING `+ledger.CounterColumns+`),
-			t AS (`+addTotalsSQL(`count(*)`, `0`)+`)
+			AND (@force::boolean OR NOT `+liveSQL+`) RETURNING key, status, finished, `+ledger.CounterColumns+`),
+			t AS (`+addTotalsSQL(`count(*)`, `0`)+`),
+			s AS (`+keepSuccessesSQL+`)
 			SELECT count(*) FROM d`), u.args).Scan(&n)
 	})
 	if err != nil {
@@ -154,6 +155,13 @@ func (p *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	}
 	return &r, nil
 }
+
+// keepSuccessesSQL raises each group's kept last success to the newest
+// among the rows of CTE d (records being removed), so that purge does not
+// take a group out of the metrics; the group is ledger.KeptSuccesses'.
+const keepSuccessesSQL = `INSERT INTO {schema}.last_success AS l (grp, finished)
+	SELECT split_part(key, '` + ledger.KeptGroupSep + `', 1), max(finished) FROM d WHERE status = 'succeeded' GROUP BY 1
+	ON CONFLICT (grp) DO UPDATE SET finished = greatest(l.finished, excluded.finished)`
 
 // addTotalsSQL adds the counters of the rows of CTE d (records being
 // removed) to one of the totals' shards, picked at random, with the SQL

@@ -130,8 +130,7 @@ func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int) (string, pgx.Na
 
 // Metrics implements Ledger, in one read-only transaction: one pass over
 // the records for the counts and counters, one over the succeeded ones
-// (by the status index) for the groups, read a row at a time in group
-// order.
+// (by the status index) and the groups purge kept, for the groups.
 func (p *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledger.Metrics, error) {
 	var m *ledger.Metrics
 	err := p.do(ctx, "metrics", func() error {
@@ -193,8 +192,14 @@ func (p *Ledger) metrics(ctx context.Context, tx pgx.Tx, req ledger.MetricsReque
 		return nil, err
 	}
 	m.Counters.Add(c)
-	grp := `CASE WHEN strpos(key, $1) > 0 THEN left(key, strpos(key, $1) - 1) ELSE key END`
-	rows, err = tx.Query(ctx, p.q(`SELECT `+grp+` COLLATE "C", `+epochUS("max(finished)")+` FROM {schema}.records WHERE status = 'succeeded'
+	// Groups from the succeeded records, and those purge kept, grouped
+	// again by this separator.
+	grp := func(col string) string {
+		return `CASE WHEN strpos(` + col + `, $1) > 0 THEN left(` + col + `, strpos(` + col + `, $1) - 1) ELSE ` + col + ` END`
+	}
+	rows, err = tx.Query(ctx, p.q(`SELECT g COLLATE "C", `+epochUS("max(last)")+` FROM (
+		SELECT `+grp("key")+` AS g, max(finished) AS last FROM {schema}.records WHERE status = 'succeeded' GROUP BY 1
+		UNION ALL SELECT `+grp("grp")+`, finished FROM {schema}.last_success) x
 		GROUP BY 1 ORDER BY 1`), req.Sep())
 	if err != nil {
 		return nil, err

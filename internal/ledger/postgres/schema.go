@@ -18,9 +18,12 @@ var schemaV1 string
 //go:embed schema_v2.sql
 var schemaV2 string
 
+//go:embed schema_v3.sql
+var schemaV3 string
+
 // SchemaVersion is the schema version this idem writes: the number of its
 // migrations.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc). Table meta holds where a ledger stands: version, and
@@ -29,6 +32,7 @@ const SchemaVersion = 2
 var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
 	{Version: 2, Compat: 1, SQL: schemaV2},
+	{Version: 3, Compat: 1, SQL: schemaV3},
 }
 
 // versionsSQL reads a ledger's schema versions from table meta, whose

@@ -37,16 +37,17 @@ func (p *Ledger) q(sql string) string {
 // RuntimeGrants is what a runtime role needs on a ledger whose schema
 // another role (its owner) made: everything idem does but create or
 // migrate the schema and purge --vacuum (which needs the owner). records
-// and attempts take every write; totals is only added to; meta is only
-// read; the token sequence needs USAGE for nextval. The identity columns'
-// own sequences need nothing: PostgreSQL checks no right on them.
+// and attempts take every write; totals and last_success are only added
+// to; meta is only read; the token sequence needs USAGE for nextval. The
+// identity columns' own sequences need nothing: PostgreSQL checks no right
+// on them.
 func RuntimeGrants(schema, role string) []string {
 	s, r := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize()
 	return []string{
 		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + r,
 		`GRANT SELECT ON ` + s + `.meta TO ` + r,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + s + `.records, ` + s + `.attempts TO ` + r,
-		`GRANT SELECT, INSERT, UPDATE ON ` + s + `.totals TO ` + r,
+		`GRANT SELECT, INSERT, UPDATE ON ` + s + `.totals, ` + s + `.last_success TO ` + r,
 		`GRANT USAGE ON SEQUENCE ` + s + `.tokens TO ` + r,
 	}
 }

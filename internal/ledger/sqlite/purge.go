@@ -226,7 +226,7 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 	if !force {
 		q += ` AND NOT ` + liveSQL
 	}
-	q += ` RETURNING key, ` + ledger.CounterColumns
+	q += ` RETURNING key, CASE WHEN status = 'succeeded' THEN finished_ms END, ` + ledger.CounterColumns
 	var n int
 	err = s.write(ctx, "purge", func(tx *sql.Tx) error {
 		n = 0
@@ -236,17 +236,22 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 		}
 		gone := make([]string, 0, len(keys))
 		var sum ledger.Counters
+		kept := ledger.KeptSuccesses{}
 		for rows.Next() {
 			var (
-				k string
-				c ledger.Counters
+				k    string
+				done sql.NullInt64
+				c    ledger.Counters
 			)
-			if err := rows.Scan(append([]any{&k}, c.Fields()...)...); err != nil {
+			if err := rows.Scan(append([]any{&k, &done}, c.Fields()...)...); err != nil {
 				rows.Close()
 				return err
 			}
 			gone = append(gone, k)
 			sum.Add(c)
+			if done.Valid {
+				kept.Add(k, time.UnixMilli(done.Int64))
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -256,6 +261,9 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 			return nil
 		}
 		if err := addTotals(ctx, tx, sum, int64(len(gone)), 0); err != nil {
+			return err
+		}
+		if err := keepSuccesses(ctx, tx, kept); err != nil {
 			return err
 		}
 		g, err := json.Marshal(gone)
@@ -337,5 +345,26 @@ func addTotals(ctx context.Context, tx *sql.Tx, c ledger.Counters, purged, expir
 			att_abandoned = att_abandoned + excluded.att_abandoned, att_interrupted = att_interrupted + excluded.att_interrupted,
 			att_timeout = att_timeout + excluded.att_timeout, purged = purged + excluded.purged, expired = expired + excluded.expired`,
 		args...)
+	return err
+}
+
+// keepSuccesses raises each group's kept last success to the newest among
+// the removed records', so that purge does not take a group out of the
+// metrics.
+func keepSuccesses(ctx context.Context, tx *sql.Tx, kept ledger.KeptSuccesses) error {
+	if len(kept) == 0 {
+		return nil
+	}
+	rows := make([][2]any, 0, len(kept))
+	for g, t := range kept {
+		rows = append(rows, [2]any{g, t.UnixMilli()})
+	}
+	j, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO last_success (grp, finished_ms)
+		SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
+		ON CONFLICT (grp) DO UPDATE SET finished_ms = max(finished_ms, excluded.finished_ms)`, string(j))
 	return err
 }

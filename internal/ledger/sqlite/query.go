@@ -169,8 +169,7 @@ func pageQuery(f ledger.ListFilter, after *ledger.Cursor, n int, part pagePart, 
 
 // Metrics implements Ledger, in one read transaction: one pass over the
 // records for the counts and counters, one over the succeeded ones (by
-// the status index) for the groups, whose rows SQLite hands over one at a
-// time in group order.
+// the status index) and the groups purge kept, for the groups.
 func (s *Ledger) Metrics(ctx context.Context, req ledger.MetricsRequest) (*ledger.Metrics, error) {
 	tx, err := s.conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -223,8 +222,14 @@ func metrics(ctx context.Context, tx *sql.Tx, req ledger.MetricsRequest, now tim
 		return nil, err
 	}
 	m.Counters.Add(c)
-	grp := `CASE WHEN instr(key, ?1) > 0 THEN substr(key, 1, instr(key, ?1) - 1) ELSE key END`
-	rows, err = tx.QueryContext(ctx, `SELECT `+grp+`, max(finished_ms) FROM records WHERE status = 'succeeded'
+	// Groups from the succeeded records, and those purge kept, grouped
+	// again by this separator.
+	grp := func(col string) string {
+		return `CASE WHEN instr(` + col + `, ?1) > 0 THEN substr(` + col + `, 1, instr(` + col + `, ?1) - 1) ELSE ` + col + ` END`
+	}
+	rows, err = tx.QueryContext(ctx, `SELECT g, max(last) FROM (
+		SELECT `+grp("key")+` AS g, max(finished_ms) AS last FROM records WHERE status = 'succeeded' GROUP BY 1
+		UNION ALL SELECT `+grp("grp")+`, finished_ms FROM last_success)
 		GROUP BY 1 ORDER BY 1`, req.Sep())
 	if err != nil {
 		return nil, err

@@ -24,9 +24,12 @@ var schemaV3 string
 //go:embed schema_v4.sql
 var schemaV4 string
 
+//go:embed schema_v5.sql
+var schemaV5 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
@@ -36,6 +39,7 @@ var migrations = []ledger.Migration{
 	{Version: 2, Compat: 1, SQL: schemaV2},
 	{Version: 3, Compat: 1, SQL: schemaV3},
 	{Version: 4, Compat: 4, SQL: schemaV4},
+	{Version: 5, Compat: 4, SQL: schemaV5},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").
