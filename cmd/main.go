@@ -146,7 +146,7 @@ steps and webhook handlers are delivered at least once; wrapped in
   # replays); cron's PATH is /usr/bin:/bin and it cuts a command at an
   # unescaped %, so name idem's directory and write \%
   PATH=/usr/local/bin:/usr/bin:/bin
-  17 3 * * * idem run --key backup:$(date +\%F) --wait -- /usr/local/bin/backup
+  17 3 * * * idem run --key backup:$(date +\%F) --wait --deadline 2h -- /usr/local/bin/backup
 
   # a CI deploy step keyed by commit: re-running the pipeline replays it
   idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,
@@ -179,7 +179,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
+	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else ledger.db in $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/idem/ledger.db, else ~/.local/state/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	lazyHelpTemplate(root, func() string { return helpTemplate() + exitStatusHelp() })
 	if name := invoked(args); name != "" {
@@ -193,6 +193,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
+	completeFlagValues(root)
 	usageErrors(root)
 	return root
 }

@@ -58,28 +58,6 @@ replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
 
-The child inherits the environment (IDEM_LEDGER without its password: a
-nested idem takes it from PGPASSWORD or a PGPASSFILE) plus IDEM_KEY,
-IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
-lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
-IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
-that delay before the next attempt) and IDEM_RUN (the run's identity, by
-which a later run finds and stops this run's processes), and fd 3, the
-key's run lock: a run of the key on this host does not start while a
-process keeps it open.
-
-Lease: while the command runs, idem renews its lease on the key; when the
-ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
-after --kill-grace) so that it is dead before the lease expires and another
-run may take the key. With the defaults, idem rides out a ledger outage of
-` + leaseTolerance() + `
-without stopping the command. Another host takes over a dead host's key only
-once its lease has expired.
-
-Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
-every repeat, never escalated: SIGKILL comes only after --kill-grace. A
-signal ignored by idem's parent (nohup) stays ignored.
-
 A key is ` + key.Rule + `;
 build one from arbitrary parts with 'idem key'.`,
 		Example: `  # crontab: once per day, whatever cron does (a second firing waits for the
@@ -139,7 +117,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Lease, runner.LocalLease), "lease", "lease on the key, renewed while idem lives (default "+
 		runner.LocalLease.String()+" for a ledger file, "+runner.SharedLease.String()+" for PostgreSQL)")
 	f.Lookup("lease").DefValue = "0" // the ledger's kind chooses: no "(default 30s)"
-	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
+	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result (bound the wait with --wait-timeout or --deadline)")
 	f.Var(flagval.NewDuration(&o.WaitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
 	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d); 0: keep")
 	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
@@ -151,8 +129,35 @@ build one from arbitrary parts with 'idem key'.`,
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see docs/operators.md)")
-	lazyHelpTemplate(c, func() string { return helpTemplate() + runExitStatusHelp() })
+	lazyHelpTemplate(c, func() string { return helpTemplate() + detailsHelp(runDetails()) + runExitStatusHelp() })
 	return c
+}
+
+// runDetails is how a run works underneath: what the child gets, the lease
+// and signals. The help shows it after Usage and Examples, which most
+// readers come for; the manual page keeps it in run's section.
+func runDetails() string {
+	return `The child inherits the environment (IDEM_LEDGER without its password: a
+nested idem takes it from PGPASSWORD or a PGPASSFILE) plus IDEM_KEY,
+IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
+lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
+IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
+that delay before the next attempt) and IDEM_RUN (the run's identity, by
+which a later run finds and stops this run's processes), and fd 3, the
+key's run lock: a run of the key on this host does not start while a
+process keeps it open.
+
+Lease: while the command runs, idem renews its lease on the key; when the
+ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
+after --kill-grace) so that it is dead before the lease expires and another
+run may take the key. With the defaults, idem rides out a ledger outage of
+` + leaseTolerance() + `
+without stopping the command. Another host takes over a dead host's key only
+once its lease has expired.
+
+Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
+every repeat, never escalated: SIGKILL comes only after --kill-grace. A
+signal ignored by idem's parent (nohup) stays ignored.`
 }
 
 // leaseTolerance says which ledger outage a run with the default lease and
