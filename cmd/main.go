@@ -115,6 +115,16 @@ func subcommand(name string) func(*app) *cobra.Command {
 // but the root's --ledger and --color; "" otherwise (help, --version,
 // completion, man, a typo), and then the whole tree is built.
 func invoked(args []string) string {
+	if w := leadingWord(args); subcommand(w) != nil {
+		return w
+	}
+	return ""
+}
+
+// leadingWord is the first argument that is not the root's --ledger or
+// --color (or their values), when it is no flag: the word that names the
+// subcommand, or a typo of it; "" otherwise.
+func leadingWord(args []string) string {
 	for i := 0; i < len(args); i++ {
 		switch s := args[i]; {
 		case s == "--ledger" || s == "--color":
@@ -123,9 +133,6 @@ func invoked(args []string) string {
 		case strings.HasPrefix(s, "-"):
 			return ""
 		default:
-			if subcommand(s) == nil {
-				return ""
-			}
 			return s
 		}
 	}
@@ -175,7 +182,15 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(err, c) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "idem rn --key k": the typo, not the flag cobra met next, is the error.
+		if w := leadingWord(args); c == root && w != "" {
+			if err := unknownCommand(c, []string{w}); err != nil {
+				return err
+			}
+		}
+		return asUsage(err, c)
+	})
 	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
