@@ -98,6 +98,7 @@ func completeFlagValues(root *cobra.Command) {
 	words := map[string][]string{
 		"stdin":  {"pass", "spool"},
 		"stdout": {"live", "final"},
+		"stderr": {"live", "final"},
 		"status": {"in_progress", "succeeded", "failed", "retryable"},
 	}
 	_ = root.RegisterFlagCompletionFunc("color", wordsCompletion([]string{"auto", "always", "never"}, false))

@@ -35,6 +35,7 @@ const maxPayload = 64 << 20
 type runOptions struct {
 	runner.Options
 	stdoutMode     string // live or final: Options.StdoutMode
+	stderrMode     string // live or final: Options.StderrFinal
 	stdinMode      string
 	payload        string
 	payloadSet     bool
@@ -125,6 +126,7 @@ build one from arbitrary parts with 'idem key'.`,
 	f.StringArrayVar(&o.fingerprintEnv, "fingerprint-env", nil, "include environment variable NAME in the fingerprint (repeatable; only a hash is stored)")
 	f.StringVar(&o.stdinMode, "stdin", "pass", "pass: the child reads idem's stdin; spool: every attempt gets the same bytes")
 	f.StringVar(&o.stdoutMode, "stdout", "live", "live: stream every attempt; final: only the recorded attempt's stdout")
+	f.StringVar(&o.stderrMode, "stderr", "live", "live: stream every attempt; final: only the recorded attempt's stderr (a failed attempt's stays in idem inspect)")
 	f.Var(flagval.NewSize(&o.MaxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
@@ -193,6 +195,8 @@ func (o *runOptions) check(shared bool) error {
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
 		return usagef(hint, "--stdout must be live or final (got %q)", o.stdoutMode)
+	case o.stderrMode != "live" && o.stderrMode != "final":
+		return usagef(hint, "--stderr must be live or final (got %q)", o.stderrMode)
 	case o.stdinMode != "pass" && o.stdinMode != "spool":
 		return usagef(hint, "--stdin must be pass or spool (got %q)", o.stdinMode)
 	case o.payloadSet && o.payloadFile != "":
@@ -271,6 +275,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	ro := o.Options
 	ro.Fingerprint = fp
 	ro.Wait = o.Wait || o.WaitTimeout > 0
+	ro.StderrFinal = o.stderrMode == "final"
 	if o.stdoutMode == "final" {
 		ro.StdoutMode = runner.StdoutFinal
 	}
