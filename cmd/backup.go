@@ -2,11 +2,15 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 // backuper is a ledger that can copy itself (SQLite; see
@@ -71,8 +75,24 @@ func runBackup(ctx context.Context, a *app, dest string) error {
 		return fmt.Errorf("the ledger %s has no backup", l.Describe())
 	}
 	if err := b.Backup(ctx, dest); err != nil {
-		return err
+		return backupError(dest, err)
 	}
 	a.ui.noticef("backed up %s to %s", l.Describe(), dest)
 	return nil
+}
+
+// backupError names the backup, not the ledger, when what failed is DEST
+// (the backend reports every failure as its ledger's), and says what to
+// do about a directory that is not there.
+func backupError(dest string, err error) error {
+	se := (*ledger.StoreError)(nil)
+	abs, absErr := filepath.Abs(dest)
+	if !errors.As(err, &se) || absErr != nil || se.Path != abs {
+		return err
+	}
+	hint := se.Hint
+	if errors.Is(se.Err, fs.ErrNotExist) {
+		hint = fmt.Sprintf("create its directory first (mkdir -p %s), or name a file in one that exists", filepath.Dir(abs))
+	}
+	return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("backup %s: %v; the ledger is unchanged", abs, se.Err), hint: hint}
 }

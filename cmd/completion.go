@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,5 +88,44 @@ func initCompletionCmd(root *cobra.Command) {
 			}
 			return usagef("idem completion bash|zsh|fish|powershell", "unknown shell %q", args[0])
 		}
+	}
+}
+
+// completeFlagValues makes the flags that take one of a few words complete
+// those words instead of file names. The full tree is built only for help,
+// completion and the like, so a run pays nothing for it.
+func completeFlagValues(root *cobra.Command) {
+	words := map[string][]string{
+		"stdin":  {"pass", "spool"},
+		"stdout": {"live", "final"},
+		"stderr": {"live", "final"},
+		"status": {"in_progress", "succeeded", "failed", "retryable"},
+	}
+	_ = root.RegisterFlagCompletionFunc("color", wordsCompletion([]string{"auto", "always", "never"}, false))
+	for _, c := range root.Commands() {
+		for name, w := range words {
+			if c.Flags().Lookup(name) != nil {
+				// --status takes a comma-separated list: complete its last item.
+				_ = c.RegisterFlagCompletionFunc(name, wordsCompletion(w, name == "status"))
+			}
+		}
+	}
+}
+
+// wordsCompletion offers the words that start with what was typed (after
+// its last comma when list is set) and no file names.
+func wordsCompletion(words []string, list bool) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		done, last := "", toComplete
+		if i := strings.LastIndexByte(toComplete, ','); list && i >= 0 {
+			done, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		var out []string
+		for _, w := range words {
+			if strings.HasPrefix(w, last) {
+				out = append(out, done+w)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }

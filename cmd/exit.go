@@ -32,7 +32,13 @@ func asUsage(err error, c *cobra.Command) error {
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		return err
 	}
-	return &usageError{err: plainFlagError(err), hint: fmt.Sprintf("see '%s --help'", c.CommandPath())}
+	hint := fmt.Sprintf("see '%s --help'", c.CommandPath())
+	if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+		if s := flagSuggestion(c, name); s != "" {
+			hint = fmt.Sprintf("did you mean --%s? %s", s, hint)
+		}
+	}
+	return &usageError{err: plainFlagError(err), hint: hint}
 }
 
 // pflagParse matches pflag's message for a value its strconv parser
@@ -97,8 +103,11 @@ func unknownCommand(c *cobra.Command, args []string) error {
 		return nil
 	}
 	hint := fmt.Sprintf("see '%s --help'", c.CommandPath())
-	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-		hint = fmt.Sprintf("did you mean '%s %s'? see '%s --help'", c.CommandPath(), s[0], c.CommandPath())
+	if s := commandSuggestion(c, args[0]); s != "" {
+		hint = fmt.Sprintf("did you mean '%s %s'? see '%s --help'", c.CommandPath(), s, c.CommandPath())
+	} else if f := c.Flags().Lookup(args[0]); f != nil {
+		// "idem version": a flag's name typed as a command.
+		hint = fmt.Sprintf("did you mean '%s --%s'? see '%s --help'", c.CommandPath(), f.Name, c.CommandPath())
 	}
 	return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), hint: hint}
 }

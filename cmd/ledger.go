@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -108,9 +109,20 @@ func (a *app) open(ctx context.Context, loc ledgerLocation, opts ledger.Options)
 	l, err := loc.Open(ctx, location.Options{Options: opts, Now: a.now, Getenv: a.getenv,
 		Warn: func(msg string) { a.ui.warnf("%s", msg) }})
 	if err != nil {
+		homeless(loc, err)
 		return nil, a.loginError(loc, err)
 	}
 	return l, nil
+}
+
+// homeless gives the fix to a user that may not create the default
+// ledger's directory: a system user (nobody, www-data) whose home is
+// missing or not its own, for whom permissions are not the thing to change.
+func homeless(loc ledgerLocation, err error) {
+	se := (*ledger.StoreError)(nil)
+	if !loc.named && errors.As(err, &se) && se.Op == "create directory" && errors.Is(se.Err, fs.ErrPermission) {
+		se.Hint = "this user may not create the default ledger in its home directory (a system user's is often missing or not its own): set IDEM_LEDGER to a file in a directory it owns"
+	}
 }
 
 // openLedger opens the ledger to read and write, creating it when missing;

@@ -117,6 +117,16 @@ func subcommand(name string) func(*app) *cobra.Command {
 // but the root's --ledger and --color; "" otherwise (help, --version,
 // completion, man, a typo), and then the whole tree is built.
 func invoked(args []string) string {
+	if w := leadingWord(args); subcommand(w) != nil {
+		return w
+	}
+	return ""
+}
+
+// leadingWord is the first argument that is not the root's --ledger or
+// --color (or their values), when it is no flag: the word that names the
+// subcommand, or a typo of it; "" otherwise.
+func leadingWord(args []string) string {
 	for i := 0; i < len(args); i++ {
 		switch s := args[i]; {
 		case s == "--ledger" || s == "--color":
@@ -125,9 +135,6 @@ func invoked(args []string) string {
 		case strings.HasPrefix(s, "-"):
 			return ""
 		default:
-			if subcommand(s) == nil {
-				return ""
-			}
 			return s
 		}
 	}
@@ -148,7 +155,7 @@ steps and webhook handlers are delivered at least once; wrapped in
   # replays); cron's PATH is /usr/bin:/bin and it cuts a command at an
   # unescaped %, so name idem's directory and write \%
   PATH=/usr/local/bin:/usr/bin:/bin
-  17 3 * * * idem run --key backup:$(date +\%F) --wait -- /usr/local/bin/backup
+  17 3 * * * idem run --key backup:$(date +\%F) --wait --deadline 2h -- /usr/local/bin/backup
 
   # a CI deploy step keyed by commit: re-running the pipeline replays it
   idem run --key deploy:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh`,
@@ -177,11 +184,19 @@ steps and webhook handlers are delivered at least once; wrapped in
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(err, c) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "idem rn --key k": the typo, not the flag cobra met next, is the error.
+		if w := leadingWord(args); c == root && w != "" {
+			if err := unknownCommand(c, []string{w}); err != nil {
+				return err
+			}
+		}
+		return asUsage(err, c)
+	})
 	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = false
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else $XDG_STATE_HOME/idem/ledger.db)")
+	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else ledger.db in $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/idem/ledger.db, else ~/.local/state/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
 	lazyHelpTemplate(root, func() string { return helpTemplate() + exitStatusHelp() })
 	if name := invoked(args); name != "" {
@@ -195,6 +210,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newCheckCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))
 	initCompletionCmd(root)
+	completeFlagValues(root)
 	usageErrors(root)
 	return root
 }

@@ -14,11 +14,10 @@ import (
 // newManCmd writes idem's manual page, generated from the command tree.
 func newManCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:    "man",
-		Short:  "Write the idem(1) manual page (roff) to stdout",
-		Long:   "Write the idem(1) manual page, in roff, to stdout: man -l <(idem man), or save it as idem.1.",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:   "man",
+		Short: "Write the idem(1) manual page (roff) to stdout",
+		Long:  "Write the idem(1) manual page, in roff, to stdout: man -l <(idem man), or save it as idem.1.",
+		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if _, err := a.stdout.Write(manPage(c.Root(), manDate(a.getenv("SOURCE_DATE_EPOCH")))); err != nil {
 				return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the manual page: %v", err)}
@@ -46,20 +45,29 @@ func manPage(root *cobra.Command, date time.Time) []byte {
 	fmt.Fprintf(&s, ".nh\n.TH \"IDEM\" \"1\" \"%s\" \"idem %s\" \"User Commands\"\n",
 		date.Format("Jan 2006"), roff(versionString()))
 	fmt.Fprintf(&s, ".SH NAME\nidem \\- %s\n", roff(root.Short))
-	fmt.Fprintf(&s, ".SH SYNOPSIS\n\\fB%s\\fP\n", roff(root.UseLine()))
+	s.WriteString(".SH SYNOPSIS\n")
+	for _, name := range manOrder() {
+		if c := subcommandOf(root, name); c != nil {
+			fmt.Fprintf(&s, "\\fB%s\\fP\n.br\n", roff(c.UseLine()))
+		}
+	}
 	fmt.Fprintf(&s, ".SH DESCRIPTION\n%s\n", roffText(root.Long))
-	s.WriteString(".SH OPTIONS\n.RS\n.nf\n" + roff(root.Flags().FlagUsages()) + ".fi\n.RE\n")
+	s.WriteString(".SH OPTIONS\n.RS\n.nf\n" + roff(root.Flags().FlagUsagesWrapped(manColumns)) + ".fi\n.RE\n")
 	s.WriteString(".SH EXAMPLE\n.EX\n" + roff(root.Example) + "\n.EE\n")
-	for _, c := range root.Commands() {
-		if !c.IsAvailableCommand() || c.Name() == "help" || c.Name() == "completion" {
+	for _, name := range manOrder() {
+		c := subcommandOf(root, name)
+		if c == nil {
 			continue
 		}
 		fmt.Fprintf(&s, ".SH \"IDEM %s\"\n", strings.ToUpper(c.Name()))
 		fmt.Fprintf(&s, ".PP\n\\fB%s\\fP\n", roff(c.UseLine()))
 		fmt.Fprintf(&s, ".PP\n%s\n", roffText(c.Long))
+		if d := commandDetails(c); d != "" {
+			fmt.Fprintf(&s, ".PP\n%s\n", roffText(d))
+		}
 		if fl := c.NonInheritedFlags(); fl.HasAvailableFlags() {
 			s.WriteString(".PP\nOptions:\n.PP\n.RS\n.nf\n")
-			s.WriteString(roff(fl.FlagUsages()))
+			s.WriteString(roff(fl.FlagUsagesWrapped(manColumns)))
 			s.WriteString(".fi\n.RE\n")
 		}
 		if c.Example != "" {
@@ -71,6 +79,21 @@ func manPage(root *cobra.Command, date time.Time) []byte {
 	s.WriteString(manExitStatus())
 	s.WriteString(manTail)
 	return []byte(s.String())
+}
+
+// manColumns is the width the page's option lists are wrapped to: they
+// are set unfilled (.nf), so man cannot wrap them, and an 80-column
+// terminal shows them indented by the page's margin.
+const manColumns = 72
+
+// subcommandOf returns root's available subcommand called name, or nil.
+func subcommandOf(root *cobra.Command, name string) *cobra.Command {
+	for _, c := range root.Commands() {
+		if c.Name() == name && c.IsAvailableCommand() {
+			return c
+		}
+	}
+	return nil
 }
 
 // manExitStatus is the page's EXIT STATUS section: the whole exit-code
@@ -135,6 +158,12 @@ the key; pass it on as an API's idempotency key (curl \-H "Idempotency\-Key: $ID
 .TP
 .B IDEM_ATTEMPT
 the attempt number, 1\-based, counted across invocations.
+.TP
+.B IDEM_TOKEN
+the fencing token, higher for every new owner of the key: a store downstream refuses a write whose token is lower than one it has seen, so a run that lost its lease cannot overwrite a newer one's.
+.TP
+.B IDEM_RUN
+the run's identity: a later run of the key finds and stops this run's processes by it (Linux). Leave it in the environment of what the command starts.
 .TP
 .B IDEM_MAX_ATTEMPTS
 the key's budget (\-\-max\-attempts).

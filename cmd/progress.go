@@ -165,12 +165,23 @@ func statusLine(e runner.Event, left time.Duration) string {
 	switch e.Kind {
 	case runner.EventBackoff:
 		return fmt.Sprintf("idem: %s: attempt %d/%d exited %d; next try in %s",
-			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, seconds(left))
+			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, countdown(left))
 	case runner.EventWait:
 		return fmt.Sprintf("idem: %s: waiting for %s pid %d (attempt %d/%d), %s so far",
 			e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts, seconds(e.Waited))
 	}
 	return ""
+}
+
+// countdown renders the time left until the next attempt: under a second
+// in tenths rounded up (a 200ms backoff is "200ms", not "1s"), longer ones
+// in whole seconds as seconds does.
+func countdown(d time.Duration) string {
+	if d > 0 && d < time.Second {
+		tenth := 100 * time.Millisecond
+		return ((d + tenth - 1) / tenth * tenth).String()
+	}
+	return seconds(d)
 }
 
 // seconds renders a wait for people: whole seconds, rounded up (a 300ms

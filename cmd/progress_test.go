@@ -113,8 +113,28 @@ func TestProgressOnARealTerminal(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), out)
 	}
 	// the terminal turns \n into \r\n; the status line is written, then erased
-	want := "\r\x1b[Kidem: evt:tty:1: attempt 1/3 exited 75; next try in 1s\r\x1b[K"
+	want := "\r\x1b[Kidem: evt:tty:1: attempt 1/3 exited 75; next try in 100ms\r\x1b[K"
 	if out != want {
 		t.Errorf("the terminal got %q, want %q", out, want)
+	}
+}
+
+func TestCountdown(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{time.Millisecond, "100ms"},
+		{200 * time.Millisecond, "200ms"},
+		{250 * time.Millisecond, "300ms"},
+		{999 * time.Millisecond, "1s"},
+		{time.Second, "1s"},
+		{1200 * time.Millisecond, "2s"},
+		{150 * time.Second, "2m30s"},
+	} {
+		if got := countdown(c.d); got != c.want {
+			t.Errorf("countdown(%v)=%q, want %q", c.d, got, c.want)
+		}
 	}
 }

@@ -35,6 +35,7 @@ const maxPayload = 64 << 20
 type runOptions struct {
 	runner.Options
 	stdoutMode     string // live or final: Options.StdoutMode
+	stderrMode     string // live or final: Options.StderrFinal
 	stdinMode      string
 	payload        string
 	payloadSet     bool
@@ -58,33 +59,6 @@ A repeat of a key that succeeded, or failed for good, does not run again: it
 replays the recorded stdout and stderr and exits with the recorded code.
 A transient failure (--transient-codes) is retried with capped exponential
 backoff, up to --max-attempts for the key across all invocations.
-
-The child inherits the environment plus IDEM_LEDGER (the ledger this run
-records in, however it was named; a DSN without its password: a nested
-idem takes it from PGPASSWORD or a PGPASSFILE), IDEM_KEY,
-IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
-lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
-IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
-that delay before the next attempt) and IDEM_RUN (the run's identity, by
-which a later run finds and stops this run's processes), and fd 3, the
-key's run lock: a run of the key on this host does not start while a
-process keeps it open.
-
-Lease: while the command runs, idem renews its lease on the key; when the
-ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
-after --kill-grace) so that it is dead before the lease expires and another
-run may take the key. With the defaults, idem rides out a ledger outage of
-` + leaseTolerance() + `
-without stopping the command, however the outage falls (the worst one begins
-just before a renewal). Once it stopped the command, idem renews no more and
-gives the key back as retryable if the ledger answers again in time. Another
-host takes over a dead host's key only once its lease has expired. A lease
-that lapsed while idem itself was paused (SIGSTOP, a suspended host) exits 75;
-one that could not be renewed for the ledger's failure, 74.
-
-Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
-every repeat, never escalated: SIGKILL comes only after --kill-grace. A
-signal ignored by idem's parent (nohup) stays ignored.
 
 A key is ` + key.Rule + `,
 with no empty ':'-separated part (what an unset variable leaves) and at
@@ -147,7 +121,7 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Lease, runner.LocalLease), "lease", "lease on the key, renewed while idem lives (default "+
 		runner.LocalLease.String()+" for a ledger file, "+runner.SharedLease.String()+" for PostgreSQL)")
 	f.Lookup("lease").DefValue = "0" // the ledger's kind chooses: no "(default 30s)"
-	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result")
+	f.BoolVar(&o.Wait, "wait", false, "if the key is in progress elsewhere, wait for that run and replay its result (bound the wait with --wait-timeout or --deadline)")
 	f.Var(flagval.NewDuration(&o.WaitTimeout, 0), "wait-timeout", "give up waiting after this long, exit 75 (implies --wait); 0: no limit")
 	f.Var(flagval.NewDuration(&o.TTL, 0), "ttl", "forget the result this long after it was recorded (accepts d), at least 1ms; 0: keep")
 	f.StringVar(&o.payload, "payload", "", "request payload that is part of the fingerprint (JSON is canonicalised)")
@@ -155,12 +129,45 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.StringArrayVar(&o.fingerprintEnv, "fingerprint-env", nil, "include environment variable NAME in the fingerprint (repeatable; only a hash is stored)")
 	f.StringVar(&o.stdinMode, "stdin", "pass", "pass: the child reads idem's stdin; spool: every attempt gets the same bytes")
 	f.StringVar(&o.stdoutMode, "stdout", "live", "live: stream every attempt; final: only the recorded attempt's stdout")
+	f.StringVar(&o.stderrMode, "stderr", "live", "live: stream every attempt; final: only the recorded attempt's stderr (a failed attempt's stays in idem inspect)")
 	f.Var(flagval.NewSize(&o.MaxOutput, 16<<20), "max-output", "bytes of stdout and of stderr kept in the ledger")
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see docs/operators.md)")
-	lazyHelpTemplate(c, func() string { return helpTemplate() + runExitStatusHelp() })
+	lazyHelpTemplate(c, func() string { return helpTemplate() + detailsHelp(runDetails()) + runExitStatusHelp() })
 	return c
+}
+
+// runDetails is how a run works underneath: what the child gets, the lease
+// and signals. The help shows it after Usage and Examples, which most
+// readers come for; the manual page keeps it in run's section.
+func runDetails() string {
+	return `The child inherits the environment plus IDEM_LEDGER (the ledger this run
+records in, however it was named; a DSN without its password: a nested
+idem takes it from PGPASSWORD or a PGPASSFILE), IDEM_KEY,
+IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
+lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
+IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
+that delay before the next attempt) and IDEM_RUN (the run's identity, by
+which a later run finds and stops this run's processes), and fd 3, the
+key's run lock: a run of the key on this host does not start while a
+process keeps it open.
+
+Lease: while the command runs, idem renews its lease on the key; when the
+ledger cannot be reached in time, idem stops the command (SIGTERM, SIGKILL
+after --kill-grace) so that it is dead before the lease expires and another
+run may take the key. With the defaults, idem rides out a ledger outage of
+` + leaseTolerance() + `
+without stopping the command, however the outage falls (the worst one begins
+just before a renewal). Once it stopped the command, idem renews no more and
+gives the key back as retryable if the ledger answers again in time. Another
+host takes over a dead host's key only once its lease has expired. A lease
+that lapsed while idem itself was paused (SIGSTOP, a suspended host) exits 75;
+one that could not be renewed for the ledger's failure, 74.
+
+Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
+every repeat, never escalated: SIGKILL comes only after --kill-grace. A
+signal ignored by idem's parent (nohup) stays ignored.`
 }
 
 // leaseTolerance says which ledger outage a run with the default lease and
@@ -196,6 +203,8 @@ func (o *runOptions) check(shared bool) error {
 		return usagef(hint, "--max-output must not be negative")
 	case o.stdoutMode != "live" && o.stdoutMode != "final":
 		return usagef(hint, "--stdout must be live or final (got %q)", o.stdoutMode)
+	case o.stderrMode != "live" && o.stderrMode != "final":
+		return usagef(hint, "--stderr must be live or final (got %q)", o.stderrMode)
 	case o.stdinMode != "pass" && o.stdinMode != "spool":
 		return usagef(hint, "--stdin must be pass or spool (got %q)", o.stdinMode)
 	case o.payloadSet && o.payloadFile != "":
@@ -298,6 +307,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	ro := o.Options
 	ro.Fingerprint = fp
 	ro.Wait = o.Wait || o.WaitTimeout > 0
+	ro.StderrFinal = o.stderrMode == "final"
 	if o.stdoutMode == "final" {
 		ro.StdoutMode = runner.StdoutFinal
 	}

@@ -134,6 +134,9 @@ func startError(e *runner.StartError) error {
 	switch {
 	case statErr == nil && fi.IsDir():
 		msg, hint = "command is a directory: "+e.Path, "name the program to run, not its directory"
+	case e.Code == exitcode.NotFound && strings.ContainsAny(e.Path, " |&;<>()$`*?"):
+		// A whole shell line given as one argument: no program has that name.
+		hint = "idem runs a program, not a shell line: give the line to a shell (-- sh -c '...')"
 	case statErr == nil && e.Code == exitcode.NotFound:
 		// The file is there: what is missing is the interpreter its #!
 		// line names (the kernel reports ENOENT for both).

@@ -32,6 +32,8 @@ func debianPackage(program string) string {
 		return "coreutils"
 	case "systemd-analyze":
 		return "systemd"
+	case "busybox":
+		return "busybox-static"
 	}
 	return program
 }

@@ -156,8 +156,17 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 	}
 	probe.At("after-end-attempt")
 	if end.held != nil {
-		end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
+		if o.StderrFinal {
+			end.held.discard()
+		} else {
+			end.held.emit(o.Stderr) // a failed attempt's stdout goes to stderr
+		}
 		end.held = nil
+	}
+	if end.heldErr != nil {
+		// Its tail is in the attempt's history (EndAttempt): idem inspect.
+		end.heldErr.discard()
+		end.heldErr = nil
 	}
 	o.progress(Event{Kind: EventBackoff, Attempt: inv.n, MaxAttempts: o.MaxAttempts, ExitCode: end.code, Delay: delay})
 	sig, err := inv.sleep(ctx, delay)

@@ -21,11 +21,18 @@ func (inv *invocation) done(ctx context.Context, status ledger.Status, end *atte
 		if end.held != nil {
 			end.held.discard()
 		}
+		if end.heldErr != nil {
+			end.heldErr.discard()
+		}
 		return nil, asLeaseLost(err, inv.o.Key, false)
 	}
 	probe.At("after-finish")
+	// In the order a replay writes them: stdout, then stderr.
 	if end.held != nil {
 		end.held.emit(inv.o.Stdout)
+	}
+	if end.heldErr != nil {
+		end.heldErr.emit(inv.o.Stderr)
 	}
 	inv.res.Status = status
 	inv.res.Source = end.source()

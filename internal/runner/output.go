@@ -156,7 +156,8 @@ func (c *capture) full() bool {
 	return c == nil || int64(len(c.buf)) >= c.max && !c.keepTail
 }
 
-// spool holds an attempt's stdout back for --stdout final: in memory up to
+// spool holds an attempt's stdout (or stderr) back for --stdout final (or
+// --stderr final): in memory up to
 // a small size, then in an unlinked private temp file.
 type spool struct {
 	mem  []byte

@@ -63,6 +63,12 @@ type Options struct {
 	MaxOutput   int64
 	NoOutput    bool
 	StdoutMode  StdoutMode
+	// StderrFinal holds each attempt's stderr back and writes only the
+	// recorded attempt's, after it ended, so that the first run's output
+	// is a replay's byte for byte; a failed attempt's stderr (and, with
+	// StdoutFinal, its stdout) is then not written at all: its tail is in
+	// the attempt history.
+	StderrFinal bool
 	// Wait makes a run that finds a live owner wait for it (polling with
 	// backoff) instead of returning *BusyError; WaitTimeout bounds the wait
 	// (0: none).

@@ -37,8 +37,13 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		end.held = &spool{}
 		live = end.held
 	}
+	liveErr := o.Stderr
+	if o.StderrFinal {
+		end.heldErr = &spool{}
+		liveErr = end.heldErr
+	}
 	spec := childSpec{argv: o.Argv, env: inv.environ(), tty: -1, lock: inv.lock,
-		stdout: &tee{live: live, capture: end.stdout}, stderr: &tee{live: o.Stderr, capture: end.stderr}}
+		stdout: &tee{live: live, capture: end.stdout}, stderr: &tee{live: liveErr, capture: end.stderr}}
 	if o.SpooledStdin != nil {
 		spec.stdin = bytes.NewReader(o.SpooledStdin)
 	} else if o.Stdin != nil {

@@ -26,6 +26,7 @@ type attemptEnd struct {
 	stdout     *capture
 	stderr     *capture
 	held       *spool // --stdout final
+	heldErr    *spool // --stderr final
 }
 
 // source says whose code the attempt's is: idem's when it stopped the
