@@ -554,7 +554,13 @@ func TestLeaseTerminalForeground(t *testing.T) {
 	if !took {
 		t.Error("idem did not take the terminal back after attempt 1")
 	}
+	// The terminal's reader may still be draining what the last attempt
+	// wrote when idem exits.
 	out := screen()
+	for i := 0; i < 200 && !strings.Contains(out, "call 2 foreground"); i++ {
+		time.Sleep(10 * time.Millisecond)
+		out = screen()
+	}
 	if !strings.Contains(out, "call 1 foreground") || !strings.Contains(out, "call 2 foreground") {
 		t.Errorf("the attempts did not hold the terminal: %q", out)
 	}
