@@ -175,12 +175,16 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 	}
 	// The attempt that ended may have left processes (a background job,
 	// one that left the group): they go before the next starts.
-	if _, err := r.stopRun(ctx, inv.id(inv.n+1), nil, o.KillGrace, inv); err != nil {
+	if _, err := r.stopRun(ctx, inv.id(inv.n+1), nil, false, o.KillGrace, inv); err != nil {
 		return false, err
 	}
+	ok, err := inv.relock(ctx)
 	if inv.signalled != 0 {
 		inv.res.Signal = inv.signalled
 		return false, nil
+	}
+	if err != nil || !ok {
+		return false, err
 	}
 	return true, inv.claimNext(ctx)
 }

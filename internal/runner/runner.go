@@ -136,6 +136,10 @@ type Runner struct {
 	// LockPath is the run lock file (procs.Lock), beside the ledger or,
 	// for a shared ledger, in this host's state directory. "": no lock.
 	LockPath string
+	// TrustedUIDs are the uids besides idem's own whose lock file idem
+	// uses (the ledger's owner, when idem runs as another user): see
+	// procs.Lock. The Finder is given them as well (procs.New).
+	TrustedUIDs []int
 }
 
 // Result is what an invocation did.
@@ -292,7 +296,7 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		// process of an earlier run must be gone, so that two executions
 		// never overlap. (A new key skips the scan; the run lock still
 		// tells if something runs.)
-		if _, err := r.stopRun(ctx, inv.id(inv.n), resv.Abandoned, o.KillGrace, inv); err != nil {
+		if _, err := r.stopRun(ctx, inv.id(inv.n), resv.Abandoned, false, o.KillGrace, inv); err != nil {
 			return nil, err
 		}
 	}
@@ -305,7 +309,7 @@ func (r *Runner) replay(ctx context.Context, o Options, resv *ledger.Reservation
 		// The lost attempt was the last of the budget; its processes must
 		// still go.
 		before := procs.Run{Ledger: ledger.Identity(r.Ledger), Key: o.Key, Token: resv.Record.Token + 1}
-		if _, err := r.stopRun(ctx, before, resv.Abandoned, o.KillGrace, nil); err != nil {
+		if _, err := r.stopRun(ctx, before, resv.Abandoned, false, o.KillGrace, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -29,9 +29,11 @@ func stopSignal(first, now time.Time, grace time.Duration) syscall.Signal {
 // first seen and SIGKILL once it has had the kill grace (stopSignal); the
 // scan is repeated until it finds nothing. inv, when the caller owns the
 // key, keeps its lease meanwhile, and a signal to idem is kept in
-// inv.signalled (the next attempt does not start). Nothing is written to
+// inv.signalled (the next attempt does not start) and ends the loop one
+// kill grace later, whatever is still found: a process that keeps being
+// respawned cannot keep idem from acting on the signal. Nothing is written to
 // the ledger: a taker that dies here forgets nothing, the next scans again.
-func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, grace time.Duration, inv *invocation) (int, error) {
+func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, holders bool, grace time.Duration, inv *invocation) (int, error) {
 	finder := r.Procs
 	if finder == nil {
 		finder = pidOnly{r.Host}
@@ -46,10 +48,18 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		renew = r.Clock.After(renewEvery(inv.o.Lease))
 	}
 	var interrupted syscall.Signal
+	var interruptedAt time.Time
 	for empty := 0; ; {
 		found, _ := finder.Find(before)
 		if isIdem && finder.Alive(idem) {
 			found = append(found, idem)
+		}
+		if holders && r.LockPath != "" {
+			held, _ := finder.Holding(r.LockPath, before.Key)
+			found = append(found, held...)
+		}
+		if interrupted != 0 && r.Clock.Now().Sub(interruptedAt) >= grace {
+			break
 		}
 		// A scan reads the process list first: a process forked meanwhile
 		// by one that then exited is in neither. Only a second empty scan,
@@ -66,7 +76,7 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		case <-r.Clock.After(groupPoll):
 		case s := <-r.Signals:
 			if interrupted == 0 {
-				interrupted = toSignal(s)
+				interrupted, interruptedAt = toSignal(s), r.Clock.Now()
 			}
 		case <-renew:
 			next, err := inv.keepLease(ctx)
@@ -124,6 +134,7 @@ func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process
 	p := procs.Process{PID: pid, Start: start}
 	return p, pidns == here && f.Alive(p)
 }
+func (pidOnly) Holding(string, string) ([]procs.Process, error) { return nil, nil }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
 }

@@ -12,6 +12,7 @@
 package procs
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,6 +110,24 @@ type Finder interface {
 	// namespace, here (the caller's Host.PIDNS, read once), or in one
 	// below it (a container seen from its host).
 	Owner(here, pidns uint64, pid int, start uint64) (Process, bool)
+	// Holding returns the processes, the caller excluded, that hold key's
+	// byte of the run lock file at path (Lock) through their own copy of
+	// a description: what is left of a run after idem closed its copy.
+	Holding(path, key string) ([]Process, error)
+}
+
+// ForeignLockError is returned by Lock for a lock file that belongs to
+// another user, is no regular file, or is a symlink (UID -1).
+type ForeignLockError struct {
+	Path string
+	UID  int
+}
+
+func (e *ForeignLockError) Error() string {
+	if e.UID < 0 {
+		return fmt.Sprintf("the run lock %s is a symlink or no regular file", e.Path)
+	}
+	return fmt.Sprintf("the run lock %s belongs to uid %d, not to this user or the ledger's owner", e.Path, e.UID)
 }
 
 // keyOffset is the byte of the lock file that stands for key: FNV-1a, in

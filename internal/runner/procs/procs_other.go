@@ -10,7 +10,7 @@ import (
 // New returns this platform's Finder: without a way to read another
 // process's environment it finds nothing, and only the lease and the
 // abandoned owner's pid protect a key.
-func New() Finder { return noFinder{} }
+func New(...int) Finder { return noFinder{} }
 
 type noFinder struct{}
 
@@ -26,7 +26,10 @@ func (n noFinder) Signal(p Process, sig syscall.Signal) bool {
 
 // Lock is always free here: there is no lock that every process of a run
 // inherits and that another PID namespace can test.
-func Lock(path, key string) (*os.File, bool, error) { return nil, false, nil }
+func Lock(path, key string, trusted ...int) (*os.File, bool, error) { return nil, false, nil }
+
+// Holding finds nothing here: there is no lock to hold.
+func (noFinder) Holding(string, string) ([]Process, error) { return nil, nil }
 
 // Owner finds pid only when it is in this process's own namespace (pidns
 // 0: no namespaces here) and alive; its start time cannot be checked.
