@@ -96,24 +96,18 @@ exit 75`
 	}
 }
 
-// forger starts, as nobody, a loop that keeps a TERM-ignoring sleep
-// running under IDEM_RUN=marker, writing each sleep's pid to the file it
-// returns.
+// forger starts (as nobody, or as idem's own uid) a loop that starts a
+// TERM-ignoring sleep under IDEM_RUN=marker every 100ms, so that one is
+// always running whatever gets killed, and writes each one's pid to the
+// file it returns. The loop and its sleeps are one session, killed at the
+// end of the test.
 func forger(t *testing.T, marker string, asNobody bool) string {
 	t.Helper()
-	dir := stickyDir(t)
-	pidFile := filepath.Join(dir, "forged")
-	c := clean(nil, "sh", "-c", `trap '' TERM; while :; do env IDEM_RUN="$0" sleep 1000 & echo $! > "$1"; wait; done`, marker, pidFile)
+	pidFile := filepath.Join(stickyDir(t), "forged")
+	c := clean(nil, "setsid", "sh", "-c", `trap '' TERM; while :; do env IDEM_RUN="$0" sleep 1000 & echo $! > "$1"; sleep 0.1; done`, marker, pidFile)
 	c.nobody, c.timeout = asNobody, 10*time.Minute
 	f := start(t, c)
-	t.Cleanup(func() {
-		f.cmd.Process.Kill()
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	t.Cleanup(func() { syscall.Kill(-f.pid(), syscall.SIGKILL) })
 	return pidFile
 }
 
@@ -157,7 +151,11 @@ func TestSignalEndsStopLoop(t *testing.T) {
 	first := waitPID(t, pidFile, 0)
 	c := g.idem(append([]string{"--max-attempts", "2", "--rerun-failed", "--kill-grace", "1s", "--key", "job:hostile", "--"}, markerJob...)...)
 	p := start(t, c)
-	waitPID(t, pidFile, first) // idem killed the first one: it is in its stop loop
+	for end := time.Now().Add(time.Minute); alive(first); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) { // idem kills it in its stop loop
+			t.Fatalf("idem did not stop %d:\n%s", first, p)
+		}
+	}
 	p.send(syscall.SIGTERM)
 	p.wait().expect(143)
 	if runs := readFile(filepath.Join(g.dir, "runs")); strings.Count(runs, "\n") != 1 {
