@@ -123,20 +123,33 @@ func (g *hostileRig) marker(k string) string {
 	return strings.TrimSpace(readFile(filepath.Join(g.dir, "runs")))
 }
 
-// TestForgedMarkerOfAnotherUser: nobody keeps respawning a TERM-ignoring
-// process that carries root's run marker. Root's idem neither signals it
-// nor waits on it: the next run of the key runs at once.
-func TestForgedMarkerOfAnotherUser(t *testing.T) {
-	g := newHostileRig(t)
-	marker := g.marker("job:hostile")
-	pidFile := forger(t, marker, true)
-	pid := waitPID(t, pidFile, 0)
-	os.WriteFile(filepath.Join(g.dir, "go"), nil, 0o644)
-	c := g.idem(append([]string{"--max-attempts", "2", "--rerun-failed", "--kill-grace", "1s", "--key", "job:hostile", "--"}, markerJob...)...)
-	c.timeout = 30 * time.Second
-	run(t, c).expect(0)
-	if !alive(pid) {
-		t.Fatalf("root's idem stopped nobody's process %d", pid)
+// TestForgedMarker: a process that carries root's run marker but is not
+// of that run keeps being respawned, TERM-ignoring: nobody's, with the
+// marker as root's run printed it, and root's own, with the marker
+// without its tag (the ledger's identity is a hash anyone who can stat
+// the file computes; the tag needs the ledger's secret). Root's idem
+// neither signals it nor waits on it: the next run of the key runs at
+// once.
+func TestForgedMarker(t *testing.T) {
+	for name, asNobody := range map[string]bool{"nobody": true, "untagged": false} {
+		t.Run(name, func(t *testing.T) {
+			g := newHostileRig(t)
+			marker := g.marker("job:hostile")
+			if !asNobody {
+				id, rest, _ := strings.Cut(marker, "/")
+				id, _, _ = strings.Cut(id, ".")
+				marker = id + "/" + rest
+			}
+			pidFile := forger(t, marker, asNobody)
+			pid := waitPID(t, pidFile, 0)
+			os.WriteFile(filepath.Join(g.dir, "go"), nil, 0o644)
+			c := g.idem(append([]string{"--max-attempts", "2", "--rerun-failed", "--kill-grace", "1s", "--key", "job:hostile", "--"}, markerJob...)...)
+			c.timeout = 30 * time.Second
+			run(t, c).expect(0)
+			if !alive(pid) {
+				t.Fatalf("root's idem stopped the forger's process %d", pid)
+			}
+		})
 	}
 }
 

@@ -35,6 +35,8 @@ type invocation struct {
 	ledgerID string
 	// lock holds the key's run lock (nil: none); every child inherits it.
 	lock *os.File
+	// guard is the ledger's run guard (zero: the ledger keeps none).
+	guard ledger.RunGuard
 }
 
 // id is the identity of this invocation's attempt n.
@@ -102,6 +104,13 @@ func (inv *invocation) begin(ctx context.Context, prev *ledger.Snapshot) error {
 		probe.At("after-claim")
 		return nil
 	}
+	return inv.giveBack(ctx, prev, err)
+}
+
+// giveBack gives the key back as it was (prev) when err keeps the first
+// attempt from starting, and returns err (or why the key could not be
+// given back).
+func (inv *invocation) giveBack(ctx context.Context, prev *ledger.Snapshot, err error) error {
 	var lapsed *LeaseLapsedError
 	if errors.Is(err, ledger.ErrLeaseLost) || errors.As(err, &lapsed) {
 		return asLeaseLost(err, inv.o.Key, false)
@@ -175,7 +184,7 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 	}
 	// The attempt that ended may have left processes (a background job,
 	// one that left the group): they go before the next starts.
-	if _, err := r.stopRun(ctx, inv.id(inv.n+1), nil, false, o.KillGrace, inv); err != nil {
+	if _, err := r.stopRun(ctx, scan{before: inv.id(inv.n + 1), secret: inv.guard.Secret}, o.KillGrace, inv); err != nil {
 		return false, err
 	}
 	ok, err := inv.relock(ctx)
@@ -260,7 +269,7 @@ func (inv *invocation) environ() []string {
 	}
 	env = append(env, "IDEM_KEY="+inv.o.Key, "IDEM_TOKEN="+strconv.FormatInt(inv.token, 10),
 		"IDEM_ATTEMPT="+strconv.Itoa(inv.n), "IDEM_MAX_ATTEMPTS="+strconv.Itoa(inv.o.MaxAttempts),
-		procs.Env+"="+procs.EnvValue(inherited, inv.id(inv.n)))
+		procs.Env+"="+procs.EnvValue(inherited, inv.id(inv.n).Sign(inv.guard.Secret)))
 	if inv.retryAfter != "" {
 		env = append(env, "IDEM_RETRY_AFTER="+inv.retryAfter)
 	}

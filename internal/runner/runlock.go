@@ -82,7 +82,7 @@ func (inv *invocation) lockKey(ctx context.Context, before procs.Run) (held bool
 			inv.lock = f
 			return false, nil
 		}
-		n, err := r.stopRun(ctx, before, nil, true, inv.o.KillGrace, inv)
+		n, err := r.stopRun(ctx, scan{before: before, secret: inv.guard.Secret, holders: true}, inv.o.KillGrace, inv)
 		if err != nil {
 			return false, err
 		}

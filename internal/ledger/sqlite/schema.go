@@ -20,9 +20,12 @@ var schemaV2 string
 //go:embed schema_v3.sql
 var schemaV3 string
 
+//go:embed schema_v4.sql
+var schemaV4 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
@@ -31,6 +34,7 @@ var migrations = []ledger.Migration{
 	{Version: 1, Compat: 1, SQL: schemaV1},
 	{Version: 2, Compat: 1, SQL: schemaV2},
 	{Version: 3, Compat: 1, SQL: schemaV3},
+	{Version: 4, Compat: 1, SQL: schemaV4},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").

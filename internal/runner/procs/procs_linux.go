@@ -52,7 +52,7 @@ var envPrefix = []byte(Env + "=")
 // earlier run of the key. A process's environ is what it was started with:
 // a process that cleared its environment before exec'ing is not found by
 // it (the run lock still tells it runs).
-func (f procFinder) Find(before Run) ([]Process, error) {
+func (f procFinder) Find(before Run, secret []byte) ([]Process, error) {
 	d, err := os.Open(f.root)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (f procFinder) Find(before Run) ([]Process, error) {
 		if err != nil || !bytes.Contains(env, envPrefix) {
 			continue
 		}
-		run, ok := earlier(env, before)
+		run, ok := earlier(env, before, secret)
 		if !ok || !f.owned(name) {
 			continue
 		}
@@ -86,15 +86,16 @@ func (f procFinder) Find(before Run) ([]Process, error) {
 	return found, nil
 }
 
-// earlier returns the run in environ's Env that is Before before.
-func earlier(environ []byte, before Run) (Run, bool) {
+// earlier returns the run in environ's Env that is Before before and
+// carries secret's tag.
+func earlier(environ []byte, before Run, secret []byte) (Run, bool) {
 	for _, kv := range bytes.Split(environ, []byte{0}) {
 		v, ok := bytes.CutPrefix(kv, envPrefix)
 		if !ok {
 			continue
 		}
 		for _, r := range runsIn(string(v)) {
-			if r.Before(before) {
+			if r.Before(before) && r.Signed(secret) {
 				return r, true
 			}
 		}

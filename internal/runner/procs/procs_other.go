@@ -14,7 +14,7 @@ func New(...int) Finder { return noFinder{} }
 
 type noFinder struct{}
 
-func (noFinder) Find(Run) ([]Process, error) { return nil, nil }
+func (noFinder) Find(Run, []byte) ([]Process, error) { return nil, nil }
 
 func (noFinder) Alive(p Process) bool {
 	return p.PID > 0 && syscall.Kill(p.PID, 0) == nil
