@@ -35,6 +35,9 @@ type invocation struct {
 	ledgerID string
 	// lock holds the key's run lock (nil: none); every child inherits it.
 	lock *os.File
+	// lockFile is the run lock file, every attempt's lock is on (nil:
+	// none).
+	lockFile *procs.LockFile
 	// guard is the ledger's run guard (zero: the ledger keeps none).
 	guard ledger.RunGuard
 }
@@ -56,6 +59,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 	defer func() {
 		if inv.lock != nil {
 			inv.lock.Close() // the run's processes keep holding it
+		}
+		if inv.lockFile != nil {
+			inv.lockFile.Close()
 		}
 	}()
 	if err := inv.begin(ctx, prev); err != nil {

@@ -261,36 +261,69 @@ func (f procFinder) holds(pid string, dev, ino uint64, want, off string) bool {
 	return false
 }
 
-// Lock takes the key's run lock in the lock file at path without waiting:
-// an OFD lock on one byte chosen by the key, so that it conflicts with the
-// lock of every other run of the key that uses this file, and is held for
-// as long as any process keeps the returned file's description open (every
-// process of the run inherits it). held reports that another description
-// holds it; f is then nil. Every call opens a new description, so that
-// the caller can tell, by locking again after closing its copy, whether a
-// process it started still holds the old one.
-//
+// LockFile is the run lock file as one invocation opened it: every
+// attempt's description is opened through it (Lock), so that all are of
+// this one file, whatever happens to its path meanwhile (a cleaner that
+// deletes it, another file put in its place).
+type LockFile struct {
+	path string
+	f    *os.File // never locked, never given to a child
+	// Dev and Ino identify the file.
+	Dev, Ino uint64
+	// Mtime is its modification time when opened (Unix seconds).
+	Mtime int64
+}
+
+// OpenLock opens the run lock file at path, creating it (mode 0600) when
+// create; a missing file is then an error that wraps fs.ErrNotExist.
 // The file is opened without following a symlink, and one owned by
-// neither idem's effective uid nor a trusted uid (the ledger's owner) is
-// refused (*ForeignLockError): another user must not hand idem's command
-// a file of its choosing as fd 3, nor keep idem's keys busy with a lock
-// of its own.
-func Lock(path, key string, trusted ...int) (f *os.File, held bool, err error) {
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+// neither idem's effective uid nor a trusted uid (the ledger's owner), or
+// that is no regular file, is refused (*ForeignLockError): another user
+// must not hand idem's command a file of its choosing as fd 3, nor keep
+// idem's keys busy with a lock of its own.
+func OpenLock(path string, create bool, trusted ...int) (*LockFile, error) {
+	flags := os.O_RDWR | syscall.O_NOFOLLOW
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, false, &ForeignLockError{Path: path, UID: -1}
+		return nil, &ForeignLockError{Path: path, UID: -1}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, false, err
+		return nil, err
 	}
 	if !trusts(append([]int{os.Geteuid()}, trusted...), st.Uid) || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		f.Close()
-		return nil, false, &ForeignLockError{Path: path, UID: int(st.Uid)}
+		return nil, &ForeignLockError{Path: path, UID: int(st.Uid)}
+	}
+	return &LockFile{path: path, f: f, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
+}
+
+// Touch sets the file's times to now, so that a cleaner that deletes old
+// files (systemd-tmpfiles, find -mtime) leaves it alone.
+func (l *LockFile) Touch() error { return unix.Futimes(int(l.f.Fd()), nil) }
+
+// Close closes the file; the descriptions Lock returned are the caller's.
+func (l *LockFile) Close() error { return l.f.Close() }
+
+// Lock takes the key's run lock without waiting, on a new description of
+// the file: an OFD lock on one byte chosen by the key, so that it
+// conflicts with the lock of every other run of the key that uses this
+// file, and is held for as long as any process keeps the returned file's
+// description open (every process of the run inherits it). held reports
+// that another description holds it; f is then nil. As every call opens a
+// new description, the caller can tell, by locking again after closing
+// its copy, whether a process it started still holds the old one.
+func (l *LockFile) Lock(key string) (f *os.File, held bool, err error) {
+	f, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(l.f.Fd())), os.O_RDWR, 0)
+	if err != nil {
+		return nil, false, err
 	}
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: keyOffset(key), Len: 1}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
@@ -301,4 +334,15 @@ func Lock(path, key string, trusted ...int) (f *os.File, held bool, err error) {
 		return nil, false, err
 	}
 	return f, false, nil
+}
+
+// Lock opens the lock file at path (OpenLock, creating it) and takes key's
+// run lock on it (LockFile.Lock).
+func Lock(path, key string, trusted ...int) (f *os.File, held bool, err error) {
+	l, err := OpenLock(path, true, trusted...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer l.Close()
+	return l.Lock(key)
 }

@@ -25,8 +25,30 @@ func (n noFinder) Signal(p Process, sig syscall.Signal) bool {
 }
 
 // Lock is always free here: there is no lock that every process of a run
-// inherits and that another PID namespace can test.
+// inherits and that idem can find the holders of (see LockFile).
 func Lock(path, key string, trusted ...int) (*os.File, bool, error) { return nil, false, nil }
+
+// LockFile stands for no file here: OpenLock opens nothing and Lock is
+// always free. flock(2) locks are per description on macOS and FreeBSD
+// too, but without /proc idem could not tell which processes hold one,
+// so a held lock would only make the key busy until they end.
+type LockFile struct {
+	// Dev and Ino are 0: no file.
+	Dev, Ino uint64
+	Mtime    int64
+}
+
+// OpenLock opens nothing here.
+func OpenLock(string, bool, ...int) (*LockFile, error) { return nil, nil }
+
+// Touch does nothing here.
+func (*LockFile) Touch() error { return nil }
+
+// Close does nothing here.
+func (*LockFile) Close() error { return nil }
+
+// Lock is always free here.
+func (*LockFile) Lock(string) (*os.File, bool, error) { return nil, false, nil }
 
 // Holding finds nothing here: there is no lock to hold.
 func (noFinder) Holding(string, string) ([]Process, error) { return nil, nil }
