@@ -176,6 +176,6 @@ func lockReplacedError(e *runner.LockReplacedError) error {
 		who = fmt.Sprintf("key %q was", e.Key)
 	}
 	return &exitError{code: exitcode.TempFail,
-		msg: fmt.Sprintf("the run lock %s was deleted or replaced while %s in progress on this host: their processes may still run unseen; nothing ran", e.LockPath, who),
+		msg:  fmt.Sprintf("the run lock %s was deleted or replaced while %s in progress on this host: their processes may still run unseen; nothing ran", e.LockPath, who),
 		hint: "retry once they have ended; 'grep -l IDEM_RUN /proc/*/environ' lists processes of runs, and 'idem purge KEY' of a run known dead lets the next run bind a new lock file"}
 }
