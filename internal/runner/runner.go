@@ -294,11 +294,12 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 	if resv.Abandoned != nil {
 		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
 	}
-	if resv.Abandoned != nil || resv.Prev != nil {
-		// A takeover, or a key that ran before: before anything runs, every
-		// process of an earlier run must be gone, so that two executions
-		// never overlap. (A new key skips the scan; the run lock still
-		// tells if something runs.)
+	if resv.Abandoned != nil || resv.Prev != nil || resv.Expired {
+		// A takeover, a key that ran before, or one whose record expired:
+		// before anything runs, every process of an earlier run must be
+		// gone, so that two executions never overlap. (A new key skips
+		// the scan; the run lock still tells if something runs, and purge
+		// refuses a key while processes of its runs live.)
 		if _, err := r.stopRun(ctx, scan{before: inv.id(inv.n), secret: inv.guard.Secret, ab: resv.Abandoned}, o.KillGrace, inv); err != nil {
 			return nil, err
 		}

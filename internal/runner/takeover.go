@@ -140,6 +140,7 @@ func signalFound(finder procs.Finder, found []procs.Process, seen map[procs.Proc
 type pidOnly struct{ h Host }
 
 func (pidOnly) Find(procs.Run, []byte) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Runs(string, []byte) ([]procs.Process, error)    { return nil, nil }
 func (f pidOnly) Alive(p procs.Process) bool {
 	st, err := f.h.stat(p.PID)
 	return err == nil && !st.gone() && st.start == p.Start

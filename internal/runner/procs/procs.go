@@ -136,6 +136,9 @@ type Finder interface {
 	// It returns what it could read; an error says the search was
 	// incomplete.
 	Find(before Run, secret []byte) ([]Process, error)
+	// Runs is Find for every run of the ledger whose identity is
+	// ledgerID (Process.Run: the first such run its Env names).
+	Runs(ledgerID string, secret []byte) ([]Process, error)
 	// Signal sends sig to p unless p is gone or its pid now names
 	// another process; alive reports whether p still ran.
 	Signal(p Process, sig syscall.Signal) (alive bool)

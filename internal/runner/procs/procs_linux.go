@@ -53,6 +53,19 @@ var envPrefix = []byte(Env + "=")
 // a process that cleared its environment before exec'ing is not found by
 // it (the run lock still tells it runs).
 func (f procFinder) Find(before Run, secret []byte) ([]Process, error) {
+	return f.scan(func(env []byte) (Run, bool) { return earlier(env, before, secret) })
+}
+
+// Runs is Find for every run of the ledger whose identity is ledgerID.
+func (f procFinder) Runs(ledgerID string, secret []byte) ([]Process, error) {
+	return f.scan(func(env []byte) (Run, bool) {
+		return matching(env, func(r Run) bool { return r.Ledger == ledgerID && r.Signed(secret) })
+	})
+}
+
+// scan returns the living processes of trusted uids, the caller
+// excluded, for whose environ match returns a run.
+func (f procFinder) scan(match func(environ []byte) (Run, bool)) ([]Process, error) {
 	d, err := os.Open(f.root)
 	if err != nil {
 		return nil, err
@@ -73,7 +86,7 @@ func (f procFinder) Find(before Run, secret []byte) ([]Process, error) {
 		if err != nil || !bytes.Contains(env, envPrefix) {
 			continue
 		}
-		run, ok := earlier(env, before, secret)
+		run, ok := match(env)
 		if !ok || !f.owned(name) {
 			continue
 		}
@@ -89,13 +102,18 @@ func (f procFinder) Find(before Run, secret []byte) ([]Process, error) {
 // earlier returns the run in environ's Env that is Before before and
 // carries secret's tag.
 func earlier(environ []byte, before Run, secret []byte) (Run, bool) {
+	return matching(environ, func(r Run) bool { return r.Before(before) && r.Signed(secret) })
+}
+
+// matching returns the first run in environ's Env that ok accepts.
+func matching(environ []byte, ok func(Run) bool) (Run, bool) {
 	for _, kv := range bytes.Split(environ, []byte{0}) {
-		v, ok := bytes.CutPrefix(kv, envPrefix)
-		if !ok {
+		v, found := bytes.CutPrefix(kv, envPrefix)
+		if !found {
 			continue
 		}
 		for _, r := range runsIn(string(v)) {
-			if r.Before(before) && r.Signed(secret) {
+			if ok(r) {
 				return r, true
 			}
 		}

@@ -16,6 +16,9 @@ type noFinder struct{}
 
 func (noFinder) Find(Run, []byte) ([]Process, error) { return nil, nil }
 
+// Runs finds nothing here, as Find.
+func (noFinder) Runs(string, []byte) ([]Process, error) { return nil, nil }
+
 func (noFinder) Alive(p Process) bool {
 	return p.PID > 0 && syscall.Kill(p.PID, 0) == nil
 }
