@@ -91,7 +91,7 @@ the ledger while it runs). Keys of removed records go to stdout with
 		exitLine{exitcode.OK, "removed what was selected (or, with --dry-run, listed it)"},
 		exitLine{exitcode.Usage, "usage: nothing selected, bad flag, status, prefix or key"},
 		exitLine{exitcode.IOErr, "ledger cannot be opened, read or written"},
-		exitLine{exitcode.TempFail, "a record in progress was kept, or processes of a selected key's runs still run (use --force to remove it)"},
+		exitLine{exitcode.TempFail, "a record in progress was kept (use --force to remove it)"},
 	))
 	return c
 }

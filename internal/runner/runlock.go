@@ -180,7 +180,10 @@ func (inv *invocation) openLock(ctx context.Context) error {
 
 // rebind binds the ledger to a new lock file, after the one it was bound
 // to was deleted or replaced, unless a record is in progress on this host
-// (this key's, taken over, or another's): *LockReplacedError.
+// (this key's, taken over, or another's) while a process here still has
+// the old file open, or idem cannot look (no Finder): *LockReplacedError.
+// (A run whose idem died before it bound the file never started its
+// command; nothing of it holds the old file.)
 func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
 	r := inv.r
 	cctx, cancel := inv.leaseCtx(ctx)
@@ -189,7 +192,7 @@ func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs
 	if err != nil {
 		return nil, err
 	}
-	if inv.res.TookOver || others > 0 {
+	if (inv.res.TookOver || others > 0) && inv.oldLockOpen() {
 		return nil, &LockReplacedError{Key: inv.o.Key, LockPath: r.LockPath, TookOver: inv.res.TookOver, Others: others}
 	}
 	lf, err := procs.OpenLock(r.LockPath, true, r.TrustedUIDs...)
@@ -204,4 +207,14 @@ func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs
 		return nil, err
 	}
 	return lf, nil
+}
+
+// oldLockOpen reports whether a process on this host still has the lock
+// file the ledger is bound to open, or whether idem cannot tell.
+func (inv *invocation) oldLockOpen() bool {
+	if inv.r.Procs == nil {
+		return true
+	}
+	found, err := inv.r.Procs.Opening(inv.guard.LockDev, inv.guard.LockIno)
+	return err != nil || len(found) > 0
 }

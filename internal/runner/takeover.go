@@ -150,6 +150,7 @@ func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process
 	return p, pidns == here && f.Alive(p)
 }
 func (pidOnly) Holding(string, string) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Opening(uint64, uint64) ([]procs.Process, error) { return nil, nil }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
 }

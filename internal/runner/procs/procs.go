@@ -154,6 +154,9 @@ type Finder interface {
 	// byte of the run lock file at path (Lock) through their own copy of
 	// a description: what is left of a run after idem closed its copy.
 	Holding(path, key string) ([]Process, error)
+	// Opening returns the processes, the caller excluded, that have the
+	// file dev/ino open.
+	Opening(dev, ino uint64) ([]Process, error)
 }
 
 // ForeignLockError is returned by Lock for a lock file that belongs to

@@ -250,6 +250,48 @@ func (f procFinder) Holding(path, key string) ([]Process, error) {
 	return found, nil
 }
 
+// Opening returns the processes of trusted uids, the caller excluded, that
+// have the file dev/ino open (a run lock file that was deleted since).
+func (f procFinder) Opening(dev, ino uint64) ([]Process, error) {
+	d, err := os.Open(f.root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var found []Process
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self || !f.owned(name) || !f.opens(name, dev, ino) {
+			continue
+		}
+		if st, err := f.stat(pid); err == nil && !st.Gone() {
+			found = append(found, Process{PID: pid, Start: st.Start})
+		}
+	}
+	return found, nil
+}
+
+// opens reports whether process pid has an fd on the file dev/ino.
+func (f procFinder) opens(pid string, dev, ino uint64) bool {
+	dir := f.root + "/" + pid + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Stat(dir+"/"+fd.Name(), &st) == nil && st.Dev == dev && st.Ino == ino {
+			return true
+		}
+	}
+	return false
+}
+
 // holds reports whether process pid has an fd on the file dev/ino through
 // which it holds the byte off (an OFD write lock: "lock: N: OFDLCK
 // ADVISORY WRITE -1 MAJ:MIN:INO OFF OFF").

@@ -53,6 +53,9 @@ func (*LockFile) Close() error { return nil }
 // Lock is always free here.
 func (*LockFile) Lock(string) (*os.File, bool, error) { return nil, false, nil }
 
+// Opening finds nothing here: there is no lock file.
+func (noFinder) Opening(uint64, uint64) ([]Process, error) { return nil, nil }
+
 // Holding finds nothing here: there is no lock to hold.
 func (noFinder) Holding(string, string) ([]Process, error) { return nil, nil }
 
