@@ -396,9 +396,7 @@ func TestOverlapPIDNamespace(t *testing.T) {
 // SIGSTOPs and SIGCONTs idem processes and their children at random. The
 // command exits 75 (so the key keeps running) and leaves a grandchild that
 // ignores SIGTERM (half of them clear their environment and keep fd 3).
-// A process of nobody carries a copy of a run's IDEM_RUN all along. No
-// execution may start while one of an earlier one runs, and the forger is
-// never signalled.
+// No execution may start while one of an earlier one runs.
 func TestOverlapChaos(t *testing.T) {
 	needProcs(t)
 	if testing.Short() {
@@ -422,11 +420,7 @@ func TestOverlapChaos(t *testing.T) {
 	var stopped []int
 	stoppedAt := map[int]time.Time{}
 	kills, stops, runs := 0, 0, 0
-	var forged *process
 	for ctx.Err() == nil {
-		if forged == nil {
-			forged = forgeRun(t, runProcs())
-		}
 		// Up to three idems at once.
 		for len(live) < 3 {
 			c := exec.Command(job.argv[0], job.argv[1:]...)
@@ -494,11 +488,6 @@ func TestOverlapChaos(t *testing.T) {
 	}
 	t.Logf("%d idem runs, %d SIGKILLs, %d SIGSTOPs, %d executions started", runs, kills, stops, g.count("start "))
 	g.noOverlap()
-	if forged == nil {
-		t.Errorf("no run's IDEM_RUN to forge")
-	} else if !alive(forged.pid()) {
-		t.Errorf("idem signalled nobody's process that carried a copied IDEM_RUN")
-	}
 	if g.count("start ") < 20 {
 		t.Errorf("only %d executions in %v: the chaos starved the key; idem said:\n%s", g.count("start "), dur, tail(readFile(g.path("idem.stderr")), 30))
 	}
@@ -521,24 +510,6 @@ func runProcs() []int {
 		out = append(out, pid)
 	}
 	return out
-}
-
-// forgeRun starts, as nobody, a TERM-ignoring process that carries the
-// IDEM_RUN of the first of pids that has one (nil: none had).
-func forgeRun(t *testing.T, pids []int) *process {
-	for _, pid := range pids {
-		env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if v, ok := strings.CutPrefix(kv, "IDEM_RUN="); ok {
-				c := clean([]string{"IDEM_RUN=" + v}, "sh", "-c", `trap '' TERM; exec sleep 1000`)
-				c.nobody, c.timeout = true, 10*time.Minute
-				p := start(t, c)
-				t.Cleanup(func() { p.cmd.Process.Kill() })
-				return p
-			}
-		}
-	}
-	return nil
 }
 
 func zombie(pid int) bool {
