@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner/procs"
 )
 
 type purgeOptions struct {
@@ -38,6 +40,11 @@ A removed key is absent: its next 'idem run' executes afresh.
 --older-than measures from a record's outcome (its creation while it is in
 progress), not from its replays; it accepts d (days) as well as h, m and s.
 --expired selects records past their --ttl.
+
+A record whose runs still have processes on this host (found by IDEM_RUN,
+as a run finds them) is not removed without --force either: its key would
+count as new, and a new key's run does not look for them. Purge names them
+and exits 75.
 
 A record in progress is never removed without --force, even when its lease
 expired: its processes may still run (the run that takes the key over stops
@@ -146,6 +153,11 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 			return err
 		}
 	}
+	if !o.force {
+		if err := refuseLeftovers(ctx, l, sel); err != nil {
+			return err
+		}
+	}
 	res, err := l.Purge(ctx, ledger.PurgeRequest{Selector: sel, Force: o.force, DryRun: o.dryRun})
 	if err != nil {
 		if res != nil && res.Removed > 0 {
@@ -206,4 +218,49 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 			hint: "let them finish, or run the key again to take an expired one over, and purge again; or remove them now with --force"}
 	}
 	return nil
+}
+
+// refuseLeftovers refuses (75, nothing removed) a purge that selects a key
+// of which processes of a run still live on this host: once its record is
+// gone, the key's next run counts it as new and looks for none of them.
+// Processes of no run of this ledger cost one scan and nothing else.
+func refuseLeftovers(ctx context.Context, l ledger.Ledger, sel ledger.Selector) error {
+	id := ledger.Identity(l)
+	if id == "" {
+		return nil
+	}
+	var secret []byte
+	if g, ok := l.(ledger.RunGuarder); ok {
+		if guard, err := g.RunGuard(ctx); err == nil {
+			secret = guard.Secret
+		}
+	}
+	found, _ := procs.New(ledgerOwner(l)...).Runs(id, secret)
+	if len(found) == 0 {
+		return nil
+	}
+	res, err := l.Purge(ctx, ledger.PurgeRequest{Selector: sel, DryRun: true})
+	if err != nil {
+		return err
+	}
+	selected := make(map[string]bool, len(res.Keys))
+	for _, k := range res.Keys {
+		selected[k] = true
+	}
+	var named []string
+	for _, p := range found {
+		if selected[p.Run.Key] {
+			named = append(named, fmt.Sprintf("%s (pid %d)", p.Run.Key, p.PID))
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	more := ""
+	if len(named) > 5 {
+		named, more = named[:5], fmt.Sprintf(" and %d more", len(named)-5)
+	}
+	return &exitError{code: exitcode.TempFail,
+		msg:  fmt.Sprintf("processes of runs of selected keys still run on this host: %s%s; nothing was removed", strings.Join(named, ", "), more),
+		hint: "let them end (or stop them) and purge again; --force removes the records anyway, and the keys' next runs will not look for them"}
 }

@@ -302,8 +302,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	r := &runner.Runner{
 		Ledger: l, Host: host, Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ, loc.Location),
-		Procs: procs.New(), LockPath: a.runLockPath(loc, l),
+		LockPath: a.runLockPath(loc, l), TrustedUIDs: ledgerOwner(l),
 	}
+	r.Procs = procs.New(r.TrustedUIDs...)
 	ro := o.Options
 	ro.Fingerprint = fp
 	ro.Wait = o.Wait || o.WaitTimeout > 0
@@ -488,4 +489,15 @@ func readLimited(r io.Reader, max int64) ([]byte, error) {
 		return nil, usagef("raise --max-output, or use --stdin pass", "stdin is larger than --max-output (%d bytes) with --stdin spool", max)
 	}
 	return b, nil
+}
+
+// ledgerOwner is the uid that owns l's file, when l is a file (SQLite):
+// idem trusts that user's run lock and processes besides its own (a root
+// idem on a service's ledger). A database ledger has none.
+func ledgerOwner(l ledger.Ledger) []int {
+	var st syscall.Stat_t
+	if syscall.Stat(l.Describe(), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	return []int{int(st.Uid)}
 }

@@ -38,7 +38,8 @@ import (
 //	exit75      exits 75 at once when it is the first start in LOG, else 0
 //	setsid      the grandchild leaves the group and the session first
 //	short       sleeps a random 0-300ms and exits 75; its grandchild lives
-//	            a random 0-1s
+//	            a random 0-1s, and half the time starts with an empty
+//	            environment but keeps idem's fd 3 (as fd 4)
 func overlapjob() {
 	if os.Args[1] == "-gc" {
 		signal.Ignore(syscall.SIGTERM)
@@ -75,6 +76,11 @@ func overlapjob() {
 	if !has("exit75") || first {
 		g := exec.Command("overlapjob", "-gc", logf, gcMode, life)
 		g.ExtraFiles = []*os.File{f}
+		if has("short") && rand.IntN(2) == 0 {
+			// Invisible to a scan by IDEM_RUN; holds the run lock.
+			g.Env = []string{"PATH=" + os.Getenv("PATH")}
+			g.ExtraFiles = append(g.ExtraFiles, os.NewFile(3, "runlock"))
+		}
 		if err := g.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -389,7 +395,8 @@ func TestOverlapPIDNamespace(t *testing.T) {
 // TestOverlapChaos runs one key for a minute while a chaos loop SIGKILLs,
 // SIGSTOPs and SIGCONTs idem processes and their children at random. The
 // command exits 75 (so the key keeps running) and leaves a grandchild that
-// ignores SIGTERM. No execution may start while one of an earlier one runs.
+// ignores SIGTERM (half of them clear their environment and keep fd 3).
+// No execution may start while one of an earlier one runs.
 func TestOverlapChaos(t *testing.T) {
 	needProcs(t)
 	if testing.Short() {

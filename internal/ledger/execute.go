@@ -47,12 +47,17 @@ func Execute(ctx context.Context, d Decision, rec *Record, steps Steps) (*Reserv
 	}
 	switch d.Action {
 	case ActCreate:
-		if d.Expired {
-			if err := steps.DeleteExpired(ctx); err != nil {
-				return nil, err
-			}
+		if !d.Expired {
+			return steps.Create(ctx)
 		}
-		return steps.Create(ctx)
+		if err := steps.DeleteExpired(ctx); err != nil {
+			return nil, err
+		}
+		res, err := steps.Create(ctx)
+		if res != nil {
+			res.Expired = true
+		}
+		return res, err
 	case ActReplay:
 		return steps.Replay(ctx, false)
 	case ActClose:

@@ -240,6 +240,10 @@ type Reservation struct {
 	// Abandoned is the previous owner whose lease this reservation took
 	// over; its child's process group must be stopped before anything runs.
 	Abandoned *Owner
+	// Expired: the key had a record past its TTL, which counted as absent
+	// and was removed; processes of its runs may still run, and must be
+	// stopped before anything runs, as in a takeover.
+	Expired bool
 }
 
 // FinishRequest records an invocation's outcome.

@@ -160,6 +160,12 @@
  *                          namespace's run is overlapped
  * LOCK_ABANDONED_ONLY      fixed protocol with a lock byte per token, the
  *                          taker testing only the abandoned one's: overlap
+ * ENV_CLEARING             a first attempt's grandchild may clear its
+ *                          environment and keep fd 3: must verify (the
+ *                          relock before the next attempt finds it)
+ * ENV_CLEARING TODAY_ONE_DESCRIPTION  one lock description for the whole
+ *                          invocation: the next attempt overlaps that
+ *                          grandchild
  * NO_CLAIM                 fixed protocol without the fenced write before
  *                          startChild: a run after a recorded success
  * FLEET NO_WATCHDOG        a hung ledger call lets the lease expire while
@@ -299,6 +305,9 @@ short left;
 
 bit ch[NE];          /* the attempt's child (direct, Pdeathsig) is alive */
 bit gc[NE];          /* its grandchild (no Pdeathsig, ignores SIGTERM) is alive */
+bit hid[NE];         /* that grandchild cleared its environment (the scan by
+                      * identity misses it) but keeps fd 3, its attempt's
+                      * lock description */
 bit alive[NO];       /* owner's idem process is alive */
 bit kill[NO];        /* SIGKILL (or a crash) is pending for owner's idem */
 bit frozen[NO];      /* owner may be paused (SIGSTOP, VM) past its lease */
@@ -403,7 +412,7 @@ inline startChild() {
  * attempt), or the abandoned owner's idem named by the record. */
 #define OLDER(p) ((p) != o && VIS(o,p) && tok[p] != 0 && tok[p] < tk && RUNALIVE(p))
 #define FOUND (OLDER(0) || OLDER(1) || OLDER(2) || \
-	(a == 1 && (ch[EX(o,0)] || gc[EX(o,0)])) || \
+	(a == 1 && (ch[EX(o,0)] || gc[EX(o,0)] && !hid[EX(o,0)])) || \
 	(ab != NO && VIS(o,ab) && alive[ab]))
 
 /* stopRun, the SIGTERM: reaches every process found; the child exits,
@@ -450,7 +459,8 @@ inline killFound() {
 		od;
 		i = 0;
 		if
-		:: a == 1 -> ch[EX(o,0)] = 0; gc[EX(o,0)] = 0
+		:: a == 1 -> ch[EX(o,0)] = 0;
+			if :: !hid[EX(o,0)] -> gc[EX(o,0)] = 0 :: else fi
 		:: else
 		fi;
 		if
@@ -580,7 +590,20 @@ attempt:
 				:: else -> printf("MSC: run lock held: owner %d busy\n", o); goto busy
 				fi
 			}
-		:: else
+		:: else ->
+#ifndef TODAY_ONE_DESCRIPTION
+			/* relock: idem closes its copy of the description the
+			 * attempt that ended inherited and locks the key's byte
+			 * on a new one; whatever still holds the old one (a
+			 * process that cleared its environment) is found by the
+			 * lock it holds (/proc/PID/fdinfo) and stopped, SIGKILL
+			 * after the kill grace, before the next attempt starts */
+			d_step { ch[EX(o,0)] = 0; gc[EX(o,0)] = 0 }
+#else
+			/* today: one description for the whole invocation, which
+			 * idem itself still holds: the lock cannot tell */
+			skip
+#endif
 		fi;
 		/* Renew (first attempt) / StartAttempt (next ones): a fenced
 		 * write, with the lock held, just before the child starts */
@@ -755,9 +778,22 @@ end:	do
 /* The command's processes: a child may fork a grandchild, and may exit;
  * a grandchild runs until it is killed (the worst case). */
 #define PROC(e) \
-	:: d_step { ch[e] && !gc[e] -> gc[e] = 1; \
+	:: d_step { ch[e] && !gc[e] -> gc[e] = 1; hid[e] = 0; \
 		printf("MSC: execution %d forks a grandchild\n", e) } \
+	HIDE(e) \
 	:: d_step { ch[e] -> ch[e] = 0 }
+
+/* ENV_CLEARING: a first attempt's child may instead fork a grandchild
+ * that clears its environment and keeps fd 3 (only there: it is the
+ * window between two attempts of one invocation that it tests, and the
+ * state space stays small). */
+#ifdef ENV_CLEARING
+#define HIDE(e) \
+	:: d_step { (e) % ATT == 0 && ch[e] && !gc[e] -> gc[e] = 1; hid[e] = 1; \
+		printf("MSC: execution %d forks a grandchild that clears its environment\n", e) }
+#else
+#define HIDE(e)
+#endif
 
 active proctype Procs() {
 end:	do

@@ -28,6 +28,9 @@ var variants = []variant{
 	// The fixed protocol: it must verify.
 	{name: "fixed/one-host", defines: nil},
 	{name: "fixed/fleet", defines: []string{"FLEET"}},
+	// A first attempt's grandchild may clear its environment and keep fd
+	// 3: the relock before the next attempt finds it by its lock.
+	{name: "fixed/env-clearing", defines: []string{"ENV_CLEARING"}},
 	// Today's process-group bookkeeping with its three overlap windows
 	// closed: verifies too, so each TODAY_ variant below fails only
 	// through the bug it puts back.
@@ -44,6 +47,7 @@ var variants = []variant{
 	{name: "today/setchild-window", defines: []string{"TODAY_SETCHILD_WINDOW"}, property: "no_overlap"},
 	{name: "today/purge-expired", defines: []string{"TODAY_PURGE_EXPIRED"}, property: "no_overlap"},
 	{name: "today/startattempt-forgets", defines: []string{"TODAY_STARTATTEMPT_FORGETS"}, property: "no_overlap"},
+	{name: "today/one-description-per-invocation", defines: []string{"ENV_CLEARING", "TODAY_ONE_DESCRIPTION"}, property: "no_overlap"},
 	{name: "fixed-without/run-lock", defines: []string{"NO_RUN_LOCK"}, property: "no_overlap"},
 	{name: "fixed-without/lock-of-every-run", defines: []string{"LOCK_ABANDONED_ONLY"}, property: "no_overlap"},
 	{name: "fixed-without/claim", defines: []string{"NO_CLAIM"}, property: "no_run_after_success"},

@@ -35,6 +35,11 @@ type invocation struct {
 	ledgerID string
 	// lock holds the key's run lock (nil: none); every child inherits it.
 	lock *os.File
+	// lockFile is the run lock file, every attempt's lock is on (nil:
+	// none).
+	lockFile *procs.LockFile
+	// guard is the ledger's run guard (zero: the ledger keeps none).
+	guard ledger.RunGuard
 }
 
 // id is the identity of this invocation's attempt n.
@@ -54,6 +59,9 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 	defer func() {
 		if inv.lock != nil {
 			inv.lock.Close() // the run's processes keep holding it
+		}
+		if inv.lockFile != nil {
+			inv.lockFile.Close()
 		}
 	}()
 	if err := inv.begin(ctx, prev); err != nil {
@@ -103,6 +111,13 @@ func (inv *invocation) begin(ctx context.Context, prev *ledger.Snapshot) error {
 		probe.At("after-claim")
 		return nil
 	}
+	return inv.unreserve(ctx, prev, err)
+}
+
+// unreserve gives the key back as it was (prev) when err keeps the first
+// attempt from starting, and returns err (or why the key could not be
+// given back).
+func (inv *invocation) unreserve(ctx context.Context, prev *ledger.Snapshot, err error) error {
 	var lapsed *LeaseLapsedError
 	if errors.Is(err, ledger.ErrLeaseLost) || errors.As(err, &lapsed) {
 		return asLeaseLost(err, inv.o.Key, false)
@@ -183,12 +198,16 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 	}
 	// The attempt that ended may have left processes (a background job,
 	// one that left the group): they go before the next starts.
-	if _, err := r.stopRun(ctx, inv.id(inv.n+1), nil, o.KillGrace, inv); err != nil {
+	if _, err := r.stopRun(ctx, scan{before: inv.id(inv.n + 1), secret: inv.guard.Secret}, o.KillGrace, inv); err != nil {
 		return false, err
 	}
+	ok, err := inv.relock(ctx)
 	if inv.signalled != 0 {
 		inv.res.Signal = inv.signalled
 		return false, nil
+	}
+	if err != nil || !ok {
+		return false, err
 	}
 	if err := inv.paused(); err != nil {
 		return false, err
@@ -267,7 +286,7 @@ func (inv *invocation) environ() []string {
 	}
 	env = append(env, "IDEM_KEY="+inv.o.Key, "IDEM_TOKEN="+strconv.FormatInt(inv.token, 10),
 		"IDEM_ATTEMPT="+strconv.Itoa(inv.n), "IDEM_MAX_ATTEMPTS="+strconv.Itoa(inv.o.MaxAttempts),
-		procs.Env+"="+procs.EnvValue(inherited, inv.id(inv.n)))
+		procs.Env+"="+procs.EnvValue(inherited, inv.id(inv.n).Sign(inv.guard.Secret)))
 	if inv.retryAfter != "" {
 		env = append(env, "IDEM_RETRY_AFTER="+inv.retryAfter)
 	}

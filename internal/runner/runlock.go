@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -20,42 +23,198 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see", e.Key)
 }
 
-// lockTries bounds how often takeLock stops what it finds and tries again.
+// lockTries bounds how often lockKey stops what it finds and tries again.
 const lockTries = 20
 
+// LockReplacedError is returned when the run lock file the ledger is
+// bound to was deleted or replaced while a record was in progress on this
+// host: processes of that run may hold the old file, which no lock on a
+// new one would see. Nothing ran; the reservation was released.
+type LockReplacedError struct {
+	Key      string
+	LockPath string
+	// TookOver: the key's own record was in progress (a takeover);
+	// Others counts the other keys in progress on this host.
+	TookOver bool
+	Others   int
+}
+
+func (e *LockReplacedError) Error() string {
+	return fmt.Sprintf("the run lock %s was deleted or replaced while a run was in progress on this host", e.LockPath)
+}
+
+// touchAfter is how old the lock file's modification time may grow
+// before a run sets it to now: far below any age-based cleaner's (days),
+// far above a run's pace, so that most runs pay nothing for it.
+const touchAfter = time.Hour
+
 // takeLock takes the key's run lock before the first attempt, without
-// waiting. Held: the earlier run's processes that the scan finds are
-// stopped and the lock tried again; held while the scan finds nothing
-// (processes in another PID namespace, or that cleared their
-// environment): *HeldError.
+// waiting. Held: the earlier run's processes that the scans find (by
+// their identity, or holding the lock) are stopped and the lock tried
+// again; held while the scans find nothing (processes in another PID
+// namespace): *HeldError.
 func (inv *invocation) takeLock(ctx context.Context) error {
+	if err := inv.openLock(ctx); err != nil {
+		return err
+	}
+	held, err := inv.lockKey(ctx, inv.id(inv.n))
+	if err == nil && held {
+		err = &HeldError{Key: inv.o.Key, LockPath: inv.r.LockPath}
+	}
+	return err
+}
+
+// relock gives the next attempt a description of its own: idem closes its
+// copy of the one the attempt that ended inherited and locks the key's
+// byte again on a new one. While a process of that attempt keeps the old
+// description open (one that cleared its environment, which the scan by
+// identity misses), the byte stays held: those processes are found by
+// the lock they hold and stopped first. False: one that idem cannot see
+// still holds it, and no next attempt starts (the key is left retryable,
+// and stays busy to later runs while it holds the lock).
+func (inv *invocation) relock(ctx context.Context) (bool, error) {
+	if inv.lock == nil {
+		return true, nil
+	}
+	inv.lock.Close()
+	inv.lock = nil
+	if inv.lockFile == nil {
+		return true, nil
+	}
+	held, err := inv.lockKey(ctx, inv.id(inv.n+1))
+	if err == nil && held {
+		inv.res.Warnings = append(inv.res.Warnings, fmt.Sprintf(
+			"processes of attempt %d that idem cannot see still hold the run lock %s; no further attempt starts", inv.n, inv.r.LockPath))
+	}
+	return !held && err == nil, err
+}
+
+// lockKey takes the key's run lock on a new description (inv.lock),
+// stopping the processes of runs before before that hold it; held: the
+// lock stays held by processes the scans do not find.
+func (inv *invocation) lockKey(ctx context.Context, before procs.Run) (held bool, err error) {
 	r := inv.r
-	if r.LockPath == "" {
-		return nil
+	if inv.lockFile == nil {
+		return false, nil
 	}
 	for try := 0; ; try++ {
-		f, held, err := procs.Lock(r.LockPath, inv.o.Key)
+		f, held, err := inv.lockFile.Lock(inv.o.Key)
 		if err != nil {
-			return &ledger.StoreError{Op: "take the run lock", Path: r.LockPath, Err: err,
-				Hint: "check the permissions of the directory beside the ledger"}
+			return false, lockErr(r.LockPath, err)
 		}
 		if !held {
 			inv.lock = f
-			return nil
+			return false, nil
 		}
-		n, err := r.stopRun(ctx, inv.id(inv.n), nil, inv.o.KillGrace, inv)
+		n, err := r.stopRun(ctx, scan{before: before, secret: inv.guard.Secret, holders: true}, inv.o.KillGrace, inv)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if inv.signalled != 0 {
-			return &InterruptedError{Key: inv.o.Key, Signal: inv.signalled}
+			return false, &InterruptedError{Key: inv.o.Key, Signal: inv.signalled}
 		}
 		if try >= lockTries || n == 0 && try > 0 {
-			return &HeldError{Key: inv.o.Key, LockPath: r.LockPath}
+			return true, nil
 		}
 		if n == 0 {
 			// The last holder may be exiting: look once more.
 			<-r.Clock.After(groupPoll)
 		}
 	}
+}
+
+// lockErr is a *ledger.StoreError for an error of the run lock at path.
+func lockErr(path string, err error) error {
+	var foreign *procs.ForeignLockError
+	if errors.As(err, &foreign) {
+		return &ledger.StoreError{Op: "take the run lock", Path: path, Err: err,
+			Hint: "remove it, or run idem as the ledger's owner ('runuser -u OWNER -- idem ...')"}
+	}
+	return &ledger.StoreError{Op: "take the run lock", Path: path, Err: err,
+		Hint: "check the permissions of the directory beside the ledger"}
+}
+
+// openLock opens the run lock file (inv.lockFile; nil: none) the ledger
+// is bound to (ledger.RunGuard): a file that is missing or not the one
+// bound while a record is in progress on this host is refused
+// (*LockReplacedError), not recreated, as that record's processes may
+// hold the old one; otherwise the ledger is bound to the file found, or
+// created. A file untouched for touchAfter gets its times set to now.
+func (inv *invocation) openLock(ctx context.Context) error {
+	r, g := inv.r, inv.guard
+	if r.LockPath == "" {
+		return nil
+	}
+	gr, guarded := r.Ledger.(ledger.RunGuarder)
+	bound := g.LockDev != 0 || g.LockIno != 0
+	lf, err := procs.OpenLock(r.LockPath, !bound, r.TrustedUIDs...)
+	if err != nil && !(bound && errors.Is(err, fs.ErrNotExist)) {
+		return lockErr(r.LockPath, err)
+	}
+	if lf != nil && lf.Dev == 0 && lf.Ino == 0 {
+		lf.Close()
+		return nil // no lock on this platform
+	}
+	if bound && (lf == nil || lf.Dev != g.LockDev || lf.Ino != g.LockIno) {
+		if lf != nil {
+			lf.Close()
+		}
+		if lf, err = inv.rebind(ctx, gr); err != nil {
+			return err
+		}
+	} else if !bound && guarded {
+		cctx, cancel := inv.leaseCtx(ctx)
+		err := gr.BindRunLock(cctx, lf.Dev, lf.Ino)
+		cancel()
+		if err != nil {
+			lf.Close()
+			return err
+		}
+	}
+	if r.Clock.Now().Unix()-lf.Mtime >= int64(touchAfter/time.Second) {
+		lf.Touch()
+	}
+	inv.lockFile = lf
+	return nil
+}
+
+// rebind binds the ledger to a new lock file, after the one it was bound
+// to was deleted or replaced, unless a record is in progress on this host
+// (this key's, taken over, or another's) while a process here still has
+// the old file open, or idem cannot look (no Finder): *LockReplacedError.
+// (A run whose idem died before it bound the file never started its
+// command; nothing of it holds the old file.)
+func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
+	r := inv.r
+	cctx, cancel := inv.leaseCtx(ctx)
+	others, err := gr.InProgressOnHost(cctx, r.Host.BootID, inv.o.Key)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if (inv.res.TookOver || others > 0) && inv.oldLockOpen() {
+		return nil, &LockReplacedError{Key: inv.o.Key, LockPath: r.LockPath, TookOver: inv.res.TookOver, Others: others}
+	}
+	lf, err := procs.OpenLock(r.LockPath, true, r.TrustedUIDs...)
+	if err != nil {
+		return nil, lockErr(r.LockPath, err)
+	}
+	cctx, cancel = inv.leaseCtx(ctx)
+	err = gr.BindRunLock(cctx, lf.Dev, lf.Ino)
+	cancel()
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
+	return lf, nil
+}
+
+// oldLockOpen reports whether a process on this host still has the lock
+// file the ledger is bound to open, or whether idem cannot tell.
+func (inv *invocation) oldLockOpen() bool {
+	if inv.r.Procs == nil {
+		return true
+	}
+	found, err := inv.r.Procs.Opening(inv.guard.LockDev, inv.guard.LockIno)
+	return err != nil || len(found) > 0
 }

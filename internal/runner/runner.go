@@ -142,6 +142,10 @@ type Runner struct {
 	// LockPath is the run lock file (procs.Lock), beside the ledger or,
 	// for a shared ledger, in this host's state directory. "": no lock.
 	LockPath string
+	// TrustedUIDs are the uids besides idem's own whose lock file idem
+	// uses (the ledger's owner, when idem runs as another user): see
+	// procs.Lock. The Finder is given them as well (procs.New).
+	TrustedUIDs []int
 }
 
 // Result is what an invocation did.
@@ -307,15 +311,19 @@ func (r *Runner) Run(ctx context.Context, o Options) (*Result, error) {
 		res:      &Result{Key: o.Key, Started: started, TookOver: resv.Abandoned != nil, Waited: waited},
 		ledgerID: ledger.Identity(r.Ledger)}
 	keepInherited()
+	if inv.guard, err = runGuard(ctx, r.Ledger); err != nil {
+		return nil, inv.unreserve(ctx, resv.Prev, err)
+	}
 	if resv.Abandoned != nil {
 		o.progress(Event{Kind: EventTakeover, Attempt: resv.Attempt, MaxAttempts: o.MaxAttempts, Holder: *resv.Abandoned})
 	}
-	if resv.Abandoned != nil || resv.Prev != nil {
-		// A takeover, or a key that ran before: before anything runs, every
-		// process of an earlier run must be gone, so that two executions
-		// never overlap. (A new key skips the scan; the run lock still
-		// tells if something runs.)
-		if _, err := r.stopRun(ctx, inv.id(inv.n), resv.Abandoned, o.KillGrace, inv); err != nil {
+	if resv.Abandoned != nil || resv.Prev != nil || resv.Expired {
+		// A takeover, a key that ran before, or one whose record expired:
+		// before anything runs, every process of an earlier run must be
+		// gone, so that two executions never overlap. (A new key skips
+		// the scan; the run lock still tells if something runs, and purge
+		// refuses a key while processes of its runs live.)
+		if _, err := r.stopRun(ctx, scan{before: inv.id(inv.n), secret: inv.guard.Secret, ab: resv.Abandoned}, o.KillGrace, inv); err != nil {
 			return nil, err
 		}
 	}
@@ -328,8 +336,12 @@ func (r *Runner) replay(ctx context.Context, o Options, resv *ledger.Reservation
 	if resv.Abandoned != nil {
 		// The lost attempt was the last of the budget; its processes must
 		// still go.
+		guard, err := runGuard(ctx, r.Ledger)
+		if err != nil {
+			return nil, err
+		}
 		before := procs.Run{Ledger: ledger.Identity(r.Ledger), Key: o.Key, Token: resv.Record.Token + 1}
-		if _, err := r.stopRun(ctx, before, resv.Abandoned, o.KillGrace, nil); err != nil {
+		if _, err := r.stopRun(ctx, scan{before: before, secret: guard.Secret, ab: resv.Abandoned}, o.KillGrace, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -342,6 +354,16 @@ func (r *Runner) replay(ctx context.Context, o Options, resv *ledger.Reservation
 		ExitCode: rec.ExitCode, Source: src, Started: started, Finished: r.Clock.Now(),
 		TookOver: resv.Abandoned != nil, Waited: waited,
 		StdoutTruncated: rec.StdoutTruncated, StderrTruncated: rec.StderrTruncated}, nil
+}
+
+// runGuard is the ledger's run guard, zero for a ledger that keeps none.
+func runGuard(ctx context.Context, l ledger.Ledger) (ledger.RunGuard, error) {
+	if g, ok := l.(ledger.RunGuarder); ok {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return g.RunGuard(cctx)
+	}
+	return ledger.RunGuard{}, nil
 }
 
 func toSignal(s os.Signal) syscall.Signal {

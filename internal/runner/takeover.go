@@ -21,22 +21,38 @@ func stopSignal(first, now time.Time, grace time.Duration) syscall.Signal {
 	return syscall.SIGTERM
 }
 
-// stopRun stops, on this host, every process of a run of the key that is
-// before (procs.Run.Before: an earlier invocation, or this one's earlier
-// attempt) and the abandoned owner's idem (ab, when it ran in this PID
-// namespace), and returns once none is left, with how many it found: each
-// gets SIGTERM (and SIGCONT, so that a stopped one can act on it) when
-// first seen and SIGKILL once it has had the kill grace (stopSignal); the
-// scan is repeated until it finds nothing. inv, when the caller owns the
-// key, keeps its lease meanwhile, and a signal to idem is kept in
-// inv.signalled (the next attempt does not start). Nothing is written to
-// the ledger: a taker that dies here forgets nothing, the next scans again.
-func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner, grace time.Duration, inv *invocation) (int, error) {
+// scan says which processes stopRun stops.
+type scan struct {
+	// before: the runs of the key before it (procs.Run.Before: an
+	// earlier invocation, or this one's earlier attempt) whose marker
+	// carries the tag of secret (the ledger's, procs.Run.Signed).
+	before procs.Run
+	secret []byte
+	// ab is the abandoned owner (nil: none): its idem, when it ran in
+	// this PID namespace.
+	ab *ledger.Owner
+	// holders: the processes that hold the key's byte of the run lock
+	// (procs.Finder.Holding: what is left of a run whose description
+	// idem no longer holds a copy of).
+	holders bool
+}
+
+// stopRun stops, on this host, the processes s names and returns once
+// none is left, with how many it found: each gets SIGTERM (and SIGCONT,
+// so that a stopped one can act on it) when first seen and SIGKILL once
+// it has had the kill grace (stopSignal); the scan is repeated until it
+// finds nothing. inv, when the caller owns the key, keeps its lease
+// meanwhile, and a signal to idem is kept in inv.signalled (the next
+// attempt does not start) and ends the loop one kill grace later,
+// whatever is still found: a process that keeps being respawned cannot
+// keep idem from acting on the signal. Nothing is written to the ledger:
+// a taker that dies here forgets nothing, the next scans again.
+func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *invocation) (int, error) {
 	finder := r.Procs
 	if finder == nil {
 		finder = pidOnly{r.Host}
 	}
-	idem, isIdem := r.abandonedIdem(finder, ab)
+	idem, isIdem := r.abandonedIdem(finder, s.ab)
 	if r.Procs == nil && !isIdem {
 		return 0, nil
 	}
@@ -46,10 +62,18 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		renew = r.Clock.After(renewEvery(inv.o.Lease))
 	}
 	var interrupted syscall.Signal
+	var interruptedAt time.Time
 	for empty := 0; ; {
-		found, _ := finder.Find(before)
+		found, _ := finder.Find(s.before, s.secret)
 		if isIdem && finder.Alive(idem) {
 			found = append(found, idem)
+		}
+		if s.holders && r.LockPath != "" {
+			held, _ := finder.Holding(r.LockPath, s.before.Key)
+			found = append(found, held...)
+		}
+		if interrupted != 0 && r.Clock.Now().Sub(interruptedAt) >= grace {
+			break
 		}
 		// A scan reads the process list first: a process forked meanwhile
 		// by one that then exited is in neither. Only a second empty scan,
@@ -66,7 +90,7 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 		case <-r.Clock.After(groupPoll):
 		case s := <-r.Signals:
 			if interrupted == 0 {
-				interrupted = toSignal(s)
+				interrupted, interruptedAt = toSignal(s), r.Clock.Now()
 			}
 		case <-renew:
 			next, err := inv.keepLease(ctx)
@@ -78,7 +102,7 @@ func (r *Runner) stopRun(ctx context.Context, before procs.Run, ab *ledger.Owner
 	}
 	if interrupted != 0 {
 		if inv == nil {
-			return len(seen), &InterruptedError{Key: before.Key, Signal: interrupted}
+			return len(seen), &InterruptedError{Key: s.before.Key, Signal: interrupted}
 		}
 		if inv.signalled == 0 {
 			inv.signalled = interrupted
@@ -115,7 +139,8 @@ func signalFound(finder procs.Finder, found []procs.Process, seen map[procs.Proc
 // checks and signals a pid by its start time.
 type pidOnly struct{ h Host }
 
-func (pidOnly) Find(procs.Run) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Find(procs.Run, []byte) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Runs(string, []byte) ([]procs.Process, error)    { return nil, nil }
 func (f pidOnly) Alive(p procs.Process) bool {
 	st, err := f.h.stat(p.PID)
 	return err == nil && !st.gone() && st.start == p.Start
@@ -124,6 +149,8 @@ func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process
 	p := procs.Process{PID: pid, Start: start}
 	return p, pidns == here && f.Alive(p)
 }
+func (pidOnly) Holding(string, string) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Opening(uint64, uint64) ([]procs.Process, error) { return nil, nil }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
 }

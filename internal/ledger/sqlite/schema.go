@@ -27,9 +27,12 @@ var schemaV4 string
 //go:embed schema_v5.sql
 var schemaV5 string
 
+//go:embed schema_v6.sql
+var schemaV6 string
+
 // SchemaVersion is the ledger schema this idem writes: the number of its
 // migrations.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations are the schema's changes in merge order (see the ledger
 // package doc); the ledger stores where it stands in PRAGMA user_version
@@ -40,6 +43,7 @@ var migrations = []ledger.Migration{
 	{Version: 3, Compat: 1, SQL: schemaV3},
 	{Version: 4, Compat: 4, SQL: schemaV4},
 	{Version: 5, Compat: 4, SQL: schemaV5},
+	{Version: 6, Compat: 4, SQL: schemaV6},
 }
 
 // applicationID marks a SQLite file as an idem ledger ("idem").

@@ -12,6 +12,10 @@
 package procs
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,11 +33,22 @@ type Run struct {
 	Key     string
 	Token   int64
 	Attempt int
+	// Tag proves the run is the ledger's (Sign): "" for a ledger without
+	// a secret.
+	Tag string
 }
 
-// String is the form carried in Env: LEDGER/TOKEN/ATTEMPT/KEY (a key holds
-// no '/' and no space).
+// String is the form carried in Env: LEDGER/TOKEN/ATTEMPT/KEY, the
+// ledger's identity followed by .TAG when tagged (neither holds a '.', a
+// '/' or a space; a key holds no space).
 func (r Run) String() string {
+	if r.Tag != "" {
+		return r.Ledger + "." + r.Tag + r.unsigned()[len(r.Ledger):]
+	}
+	return r.unsigned()
+}
+
+func (r Run) unsigned() string {
 	return r.Ledger + "/" + strconv.FormatInt(r.Token, 10) + "/" + strconv.Itoa(r.Attempt) + "/" + r.Key
 }
 
@@ -43,12 +58,33 @@ func ParseRun(s string) (Run, bool) {
 	if len(parts) != 4 || parts[0] == "" || parts[3] == "" {
 		return Run{}, false
 	}
+	id, tag, _ := strings.Cut(parts[0], ".")
 	tok, err1 := strconv.ParseInt(parts[1], 10, 64)
 	att, err2 := strconv.Atoi(parts[2])
 	if err1 != nil || err2 != nil {
 		return Run{}, false
 	}
-	return Run{Ledger: parts[0], Token: tok, Attempt: att, Key: parts[3]}, true
+	return Run{Ledger: id, Tag: tag, Token: tok, Attempt: att, Key: parts[3]}, true
+}
+
+// Sign is r tagged with the ledger's secret (ledger.RunGuard): an HMAC
+// of its identity, which nobody who cannot read the ledger can make,
+// whereas the ledger's identity is a hash of its device and inode that
+// anyone who can stat the file computes. No secret: r untagged.
+func (r Run) Sign(secret []byte) Run {
+	r.Tag = ""
+	if len(secret) > 0 {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte(r.unsigned()))
+		r.Tag = hex.EncodeToString(m.Sum(nil)[:16])
+	}
+	return r
+}
+
+// Signed reports whether r carries the tag secret gives it (any run
+// passes for a ledger without a secret).
+func (r Run) Signed(secret []byte) bool {
+	return len(secret) == 0 || hmac.Equal([]byte(r.Tag), []byte(r.Sign(secret).Tag))
 }
 
 // Before reports whether r is an earlier run of the same key of the same
@@ -56,6 +92,7 @@ func ParseRun(s string) (Run, bool) {
 // and an earlier attempt.
 func (r Run) Before(o Run) bool {
 	if r.Ledger != o.Ledger || r.Key != o.Key {
+
 		return false
 	}
 	return r.Token < o.Token || r.Token == o.Token && r.Attempt < o.Attempt
@@ -94,10 +131,14 @@ type Process struct {
 // Finder finds and signals a key's processes on this host.
 type Finder interface {
 	// Find returns the living processes (zombies excluded) of every run
-	// of before's ledger and key that is Before it, the caller excluded.
+	// of before's ledger and key that is Before it and carries the tag
+	// secret gives it (Run.Signed), the caller excluded.
 	// It returns what it could read; an error says the search was
 	// incomplete.
-	Find(before Run) ([]Process, error)
+	Find(before Run, secret []byte) ([]Process, error)
+	// Runs is Find for every run of the ledger whose identity is
+	// ledgerID (Process.Run: the first such run its Env names).
+	Runs(ledgerID string, secret []byte) ([]Process, error)
 	// Signal sends sig to p unless p is gone or its pid now names
 	// another process; alive reports whether p still ran.
 	Signal(p Process, sig syscall.Signal) (alive bool)
@@ -109,6 +150,27 @@ type Finder interface {
 	// namespace, here (the caller's Host.PIDNS, read once), or in one
 	// below it (a container seen from its host).
 	Owner(here, pidns uint64, pid int, start uint64) (Process, bool)
+	// Holding returns the processes, the caller excluded, that hold key's
+	// byte of the run lock file at path (Lock) through their own copy of
+	// a description: what is left of a run after idem closed its copy.
+	Holding(path, key string) ([]Process, error)
+	// Opening returns the processes, the caller excluded, that have the
+	// file dev/ino open.
+	Opening(dev, ino uint64) ([]Process, error)
+}
+
+// ForeignLockError is returned by Lock for a lock file that belongs to
+// another user, is no regular file, or is a symlink (UID -1).
+type ForeignLockError struct {
+	Path string
+	UID  int
+}
+
+func (e *ForeignLockError) Error() string {
+	if e.UID < 0 {
+		return fmt.Sprintf("the run lock %s is a symlink or no regular file", e.Path)
+	}
+	return fmt.Sprintf("the run lock %s belongs to uid %d, not to this user or the ledger's owner", e.Path, e.UID)
 }
 
 // keyOffset is the byte of the lock file that stands for key: FNV-1a, in

@@ -13,10 +13,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// New returns this platform's Finder: on Linux, a scan of /proc.
-func New() Finder { return procFinder{root: "/proc"} }
+// New returns this platform's Finder: on Linux, a scan of /proc. It finds
+// and signals only processes of idem's own effective uid and of the
+// trusted uids (the ledger's owner): another user can put any
+// environment on its processes, and must not make idem signal or wait on
+// them.
+func New(trusted ...int) Finder {
+	return procFinder{root: "/proc", uids: append([]int{os.Geteuid()}, trusted...)}
+}
 
-type procFinder struct{ root string }
+type procFinder struct {
+	root string
+	uids []int // the uids whose processes it finds
+}
+
+// trusts reports whether a file or process of uid is idem's own or the
+// ledger owner's.
+func trusts(uids []int, uid uint32) bool {
+	for _, u := range uids {
+		if u >= 0 && uint32(u) == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// owned reports whether /proc/PID (whose owner is the process's
+// effective uid) is a trusted uid's.
+func (f procFinder) owned(pid string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(f.root+"/"+pid, &st) == nil && trusts(f.uids, st.Uid)
+}
 
 var envPrefix = []byte(Env + "=")
 
@@ -25,7 +52,20 @@ var envPrefix = []byte(Env + "=")
 // earlier run of the key. A process's environ is what it was started with:
 // a process that cleared its environment before exec'ing is not found by
 // it (the run lock still tells it runs).
-func (f procFinder) Find(before Run) ([]Process, error) {
+func (f procFinder) Find(before Run, secret []byte) ([]Process, error) {
+	return f.scan(func(env []byte) (Run, bool) { return earlier(env, before, secret) })
+}
+
+// Runs is Find for every run of the ledger whose identity is ledgerID.
+func (f procFinder) Runs(ledgerID string, secret []byte) ([]Process, error) {
+	return f.scan(func(env []byte) (Run, bool) {
+		return matching(env, func(r Run) bool { return r.Ledger == ledgerID && r.Signed(secret) })
+	})
+}
+
+// scan returns the living processes of trusted uids, the caller
+// excluded, for whose environ match returns a run.
+func (f procFinder) scan(match func(environ []byte) (Run, bool)) ([]Process, error) {
 	d, err := os.Open(f.root)
 	if err != nil {
 		return nil, err
@@ -46,8 +86,8 @@ func (f procFinder) Find(before Run) ([]Process, error) {
 		if err != nil || !bytes.Contains(env, envPrefix) {
 			continue
 		}
-		run, ok := earlier(env, before)
-		if !ok {
+		run, ok := match(env)
+		if !ok || !f.owned(name) {
 			continue
 		}
 		st, err := f.stat(pid)
@@ -59,15 +99,21 @@ func (f procFinder) Find(before Run) ([]Process, error) {
 	return found, nil
 }
 
-// earlier returns the run in environ's Env that is Before before.
-func earlier(environ []byte, before Run) (Run, bool) {
+// earlier returns the run in environ's Env that is Before before and
+// carries secret's tag.
+func earlier(environ []byte, before Run, secret []byte) (Run, bool) {
+	return matching(environ, func(r Run) bool { return r.Before(before) && r.Signed(secret) })
+}
+
+// matching returns the first run in environ's Env that ok accepts.
+func matching(environ []byte, ok func(Run) bool) (Run, bool) {
 	for _, kv := range bytes.Split(environ, []byte{0}) {
-		v, ok := bytes.CutPrefix(kv, envPrefix)
-		if !ok {
+		v, found := bytes.CutPrefix(kv, envPrefix)
+		if !found {
 			continue
 		}
 		for _, r := range runsIn(string(v)) {
-			if r.Before(before) {
+			if ok(r) {
 				return r, true
 			}
 		}
@@ -139,8 +185,12 @@ func (f procFinder) Alive(p Process) bool {
 }
 
 // Signal opens a pidfd first and checks the start time through it, so that
-// a pid reused between the check and the signal is never signalled.
+// a pid reused between the check and the signal is never signalled; a
+// process of an untrusted uid is never signalled.
 func (f procFinder) Signal(p Process, sig syscall.Signal) bool {
+	if !f.owned(strconv.Itoa(p.PID)) {
+		return false
+	}
 	fd, err := unix.PidfdOpen(p.PID, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) && f.Alive(p) {
@@ -164,14 +214,174 @@ func (f procFinder) stat(pid int) (Stat, error) {
 	return ParseStat(b)
 }
 
-// Lock takes the key's run lock in the lock file at path without waiting:
-// an OFD lock on one byte chosen by the key, so that it conflicts with the
-// lock of every other run of the key that uses this file, and is held for
-// as long as any process keeps the returned file's description open (every
-// process of the run inherits it). held reports that another run holds it;
-// f is then nil.
-func Lock(path, key string) (f *os.File, held bool, err error) {
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// Holding returns the processes, the caller excluded, that hold key's byte
+// of the run lock file at path through a description of their own: a
+// run's processes after idem closed its copy of that description (ones
+// that cleared their environment, which Find cannot see, included). It
+// reads /proc/PID/fd and the lock lines of /proc/PID/fdinfo, which list
+// the locks taken through that fd's description.
+func (f procFinder) Holding(path, key string) ([]Process, error) {
+	var lk syscall.Stat_t
+	if err := syscall.Stat(path, &lk); err != nil {
+		return nil, err
+	}
+	off := strconv.FormatInt(keyOffset(key), 10)
+	want := ":" + strconv.FormatUint(lk.Ino, 10)
+	d, err := os.Open(f.root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var found []Process
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self || !f.owned(name) || !f.holds(name, lk.Dev, lk.Ino, want, off) {
+			continue
+		}
+		if st, err := f.stat(pid); err == nil && !st.Gone() {
+			found = append(found, Process{PID: pid, Start: st.Start})
+		}
+	}
+	return found, nil
+}
+
+// Opening returns the processes of trusted uids, the caller excluded, that
+// have the file dev/ino open (a run lock file that was deleted since).
+func (f procFinder) Opening(dev, ino uint64) ([]Process, error) {
+	d, err := os.Open(f.root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var found []Process
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self || !f.owned(name) || !f.opens(name, dev, ino) {
+			continue
+		}
+		if st, err := f.stat(pid); err == nil && !st.Gone() {
+			found = append(found, Process{PID: pid, Start: st.Start})
+		}
+	}
+	return found, nil
+}
+
+// opens reports whether process pid has an fd on the file dev/ino.
+func (f procFinder) opens(pid string, dev, ino uint64) bool {
+	dir := f.root + "/" + pid + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Stat(dir+"/"+fd.Name(), &st) == nil && st.Dev == dev && st.Ino == ino {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether process pid has an fd on the file dev/ino through
+// which it holds the byte off (an OFD write lock: "lock: N: OFDLCK
+// ADVISORY WRITE -1 MAJ:MIN:INO OFF OFF").
+func (f procFinder) holds(pid string, dev, ino uint64, want, off string) bool {
+	dir := f.root + "/" + pid + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Stat(dir+"/"+fd.Name(), &st) != nil || st.Dev != dev || st.Ino != ino {
+			continue
+		}
+		info, err := os.ReadFile(f.root + "/" + pid + "/fdinfo/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			fs := strings.Fields(line)
+			if len(fs) >= 8 && fs[0] == "lock:" && fs[2] == "OFDLCK" && strings.HasSuffix(fs[len(fs)-3], want) &&
+				fs[len(fs)-2] == off && fs[len(fs)-1] == off {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// LockFile is the run lock file as one invocation opened it: every
+// attempt's description is opened through it (Lock), so that all are of
+// this one file, whatever happens to its path meanwhile (a cleaner that
+// deletes it, another file put in its place).
+type LockFile struct {
+	path string
+	f    *os.File // never locked, never given to a child
+	// Dev and Ino identify the file.
+	Dev, Ino uint64
+	// Mtime is its modification time when opened (Unix seconds).
+	Mtime int64
+}
+
+// OpenLock opens the run lock file at path, creating it (mode 0600) when
+// create; a missing file is then an error that wraps fs.ErrNotExist.
+// The file is opened without following a symlink, and one owned by
+// neither idem's effective uid nor a trusted uid (the ledger's owner), or
+// that is no regular file, is refused (*ForeignLockError): another user
+// must not hand idem's command a file of its choosing as fd 3, nor keep
+// idem's keys busy with a lock of its own.
+func OpenLock(path string, create bool, trusted ...int) (*LockFile, error) {
+	flags := os.O_RDWR | syscall.O_NOFOLLOW
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, &ForeignLockError{Path: path, UID: -1}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !trusts(append([]int{os.Geteuid()}, trusted...), st.Uid) || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		f.Close()
+		return nil, &ForeignLockError{Path: path, UID: int(st.Uid)}
+	}
+	return &LockFile{path: path, f: f, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
+}
+
+// Touch sets the file's times to now, so that a cleaner that deletes old
+// files (systemd-tmpfiles, find -mtime) leaves it alone.
+func (l *LockFile) Touch() error { return unix.Futimes(int(l.f.Fd()), nil) }
+
+// Close closes the file; the descriptions Lock returned are the caller's.
+func (l *LockFile) Close() error { return l.f.Close() }
+
+// Lock takes the key's run lock without waiting, on a new description of
+// the file: an OFD lock on one byte chosen by the key, so that it
+// conflicts with the lock of every other run of the key that uses this
+// file, and is held for as long as any process keeps the returned file's
+// description open (every process of the run inherits it). held reports
+// that another description holds it; f is then nil. As every call opens a
+// new description, the caller can tell, by locking again after closing
+// its copy, whether a process it started still holds the old one.
+func (l *LockFile) Lock(key string) (f *os.File, held bool, err error) {
+	f, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(l.f.Fd())), os.O_RDWR, 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -184,4 +394,15 @@ func Lock(path, key string) (f *os.File, held bool, err error) {
 		return nil, false, err
 	}
 	return f, false, nil
+}
+
+// Lock opens the lock file at path (OpenLock, creating it) and takes key's
+// run lock on it (LockFile.Lock).
+func Lock(path, key string, trusted ...int) (f *os.File, held bool, err error) {
+	l, err := OpenLock(path, true, trusted...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer l.Close()
+	return l.Lock(key)
 }

@@ -41,7 +41,7 @@ func TestFindAndLock(t *testing.T) {
 	fd := New()
 	var found []Process
 	for range 100 { // the child's environ is readable once it exec'd
-		found, _ = fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 4, Attempt: 1})
+		found, _ = fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 4, Attempt: 1}, nil)
 		if len(found) > 0 {
 			break
 		}
@@ -50,11 +50,20 @@ func TestFindAndLock(t *testing.T) {
 	if len(found) != 1 || found[0].PID != cmd.Process.Pid || found[0].Run != old {
 		t.Fatalf("Find = %+v, want pid %d of run %+v", found, cmd.Process.Pid, old)
 	}
-	if got, _ := fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 1}); len(got) != 0 {
+	if got, _ := fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 1}, nil); len(got) != 0 {
 		t.Errorf("Find of the run itself found %+v", got)
 	}
-	if got, _ := fd.Find(Run{Ledger: "M", Key: "evt:key-1", Token: 9, Attempt: 1}); len(got) != 0 {
+	if got, _ := fd.Find(Run{Ledger: "M", Key: "evt:key-1", Token: 9, Attempt: 1}, nil); len(got) != 0 {
 		t.Errorf("Find for another ledger found %+v", got)
+	}
+	if got, _ := fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 4, Attempt: 1}, []byte("secret")); len(got) != 0 {
+		t.Errorf("Find took an untagged marker for the ledger with a secret: %+v", got)
+	}
+	if got, _ := fd.Holding(lockPath, "evt:key-1"); len(got) != 1 || got[0].PID != cmd.Process.Pid {
+		t.Errorf("Holding = %+v, want pid %d", got, cmd.Process.Pid)
+	}
+	if got, _ := fd.Holding(lockPath, "evt:key-2"); len(got) != 0 {
+		t.Errorf("Holding of another key = %+v", got)
 	}
 	if !fd.Alive(found[0]) || fd.Alive(Process{PID: found[0].PID, Start: found[0].Start + 1}) {
 		t.Errorf("Alive does not check the start time")
@@ -68,4 +77,23 @@ func TestFindAndLock(t *testing.T) {
 		t.Fatalf("Lock after the holder died: %v, held %v", err, held)
 	}
 	g.Close()
+}
+
+// TestSignedRun: a tag made with the ledger's secret passes, one made with
+// another secret or none does not, and the tag survives the marker's
+// String form.
+func TestSignedRun(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	r := Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 2}.Sign(secret)
+	back, ok := ParseRun(r.String())
+	if !ok || back != r || !back.Signed(secret) {
+		t.Fatalf("ParseRun(%q) = %+v, %v", r.String(), back, ok)
+	}
+	forged := Run{Ledger: "L", Key: "evt:key-1", Token: 3, Attempt: 2}
+	if forged.Signed(secret) || forged.Sign([]byte("other")).Signed(secret) {
+		t.Errorf("a marker without the ledger's secret passes")
+	}
+	if !forged.Signed(nil) {
+		t.Errorf("a ledger without a secret refuses an untagged marker")
+	}
 }

@@ -1,0 +1,27 @@
+package ledger
+
+import "context"
+
+// RunGuard is what a ledger keeps so that nothing else on a host can pass
+// for one of its runs, or take its run lock away. A backend that keeps it
+// implements RunGuarder; one that does not (PostgreSQL, whose run lock is
+// per host in the state directory) gives neither check.
+type RunGuard struct {
+	// Secret keys the tag every run marker (procs.Env) carries: only who
+	// can read the ledger can make one that idem takes for its own run's.
+	Secret []byte
+	// LockDev and LockIno are the device and inode of the run lock file
+	// the ledger is bound to; both 0: not bound yet.
+	LockDev, LockIno uint64
+}
+
+// RunGuarder is a ledger that keeps a RunGuard.
+type RunGuarder interface {
+	// RunGuard reads the ledger's guard.
+	RunGuard(ctx context.Context) (RunGuard, error)
+	// BindRunLock binds the ledger to the run lock file dev/ino.
+	BindRunLock(ctx context.Context, dev, ino uint64) error
+	// InProgressOnHost counts the records other than key's in progress
+	// with an owner of the boot bootID (this host, since its last boot).
+	InProgressOnHost(ctx context.Context, bootID, key string) (int, error)
+}
