@@ -27,7 +27,14 @@ func (inv *invocation) plain(op string, err error) error {
 	if !unanswered(err) {
 		return err
 	}
-	return &ledger.StoreError{Op: op, Path: inv.r.Ledger.Describe(), Err: errNoAnswer, Hint: unansweredHint}
+	hint := unansweredHint
+	var se *ledger.StoreError
+	if errors.As(err, &se) && se.Hint != "" {
+		// The backend knows better what holds it up (a PostgreSQL row
+		// lock): keep its hint, in the same plain words.
+		hint = se.Hint
+	}
+	return &ledger.StoreError{Op: op, Path: inv.r.Ledger.Describe(), Err: errNoAnswer, Hint: hint}
 }
 
 var errNoAnswer = errors.New("did not answer in time")

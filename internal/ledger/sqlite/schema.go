@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
@@ -152,7 +153,7 @@ const corruptHint = "see idem check; restore it from a backup made with idem bac
 
 // pageCheckSQL reads, in one statement, what every run and replay of the
 // ledger depends on beyond its own record: the one-page tables (the token
-// counter and mark, the totals), checked whole, and the root and rightmost
+// counter and mark, the totals, the run guard's secret), checked whole, and the root and rightmost
 // path of every other b-tree, which SQLite checks as it reads them (with
 // cell_size_check): the pages where a new record, attempt and outcome are
 // inserted. It costs a few dozen page reads whatever the ledger's size, most
@@ -162,11 +163,13 @@ const pageCheckSQL = `SELECT
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('counters')),
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('token_mark')),
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('totals')),
+	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('run_guard')),
 	(SELECT max(rowid) FROM records), (SELECT max(key) FROM records),
 	(SELECT max(coalesce(finished_ms, created_ms)) FROM records), (SELECT max(status) FROM records),
 	(SELECT max(expires_ms) FROM records WHERE expires_ms IS NOT NULL),
 	(SELECT max(id) FROM attempts), (SELECT max(key) FROM attempts),
-	(SELECT max(rowid) FROM outputs), (SELECT max(key) FROM outputs)`
+	(SELECT max(rowid) FROM outputs), (SELECT max(key) FROM outputs),
+	(SELECT max(grp) FROM last_success)`
 
 // checkPages refuses, before anything is written, a ledger whose pages
 // that every run depends on are damaged (see pageCheckSQL): SQLite reports
@@ -174,13 +177,17 @@ const pageCheckSQL = `SELECT
 // not read (the totals) or reads only after its command ran (the outcome's
 // index entries).
 func (s *Ledger) checkPages(ctx context.Context) error {
-	checks := make([]string, 3)
-	dest := []any{&checks[0], &checks[1], &checks[2]}
-	for range 9 {
+	whole := []string{"counters", "token_mark", "totals", "run_guard"}
+	checks := make([]string, len(whole))
+	var dest []any
+	for i := range checks {
+		dest = append(dest, &checks[i])
+	}
+	for range 10 {
 		dest = append(dest, new(any))
 	}
 	read := func() error { return s.conn.QueryRowContext(ctx, pageCheckSQL).Scan(dest...) }
-	sound := func() bool { return checks[0] == "ok" && checks[1] == "ok" && checks[2] == "ok" }
+	sound := func() bool { return !slices.ContainsFunc(checks, func(c string) bool { return c != "ok" }) }
 	err := read()
 	if (isReadFault(err) || err == nil && !sound()) && ctx.Err() == nil {
 		// One transient EIO reads as a damaged page (quick_check reports
@@ -190,7 +197,7 @@ func (s *Ledger) checkPages(ctx context.Context) error {
 	if err != nil {
 		return storeErr("open", s.path, err)
 	}
-	for i, table := range []string{"counters", "token_mark", "totals"} {
+	for i, table := range whole {
 		if checks[i] != "ok" {
 			problem := strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(checks[i], "*** in database main ***", ""), "\n", " "))
 			return &ledger.StoreError{Op: "open", Path: s.path,
