@@ -57,7 +57,7 @@ func walBinding(real string) (string, unix.Errno) {
 // bound yet; errors are ignored (a file system without extended
 // attributes).
 func bindWAL(real string) {
-	if _, errno := walBinding(real); errno != unix.ENODATA {
+	if _, errno := walBinding(real); errno != errNoAttr {
 		return
 	}
 	id, err := statID(real)

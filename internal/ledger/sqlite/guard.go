@@ -247,7 +247,7 @@ func checkJournal(path, real string, f files) error {
 	bound, errno := walBinding(real)
 	var why string
 	switch {
-	case errno == 0 && bound != fileID{dev: f.main.st.Dev, ino: f.main.st.Ino}.String():
+	case errno == 0 && bound != fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String():
 		why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
 	case !f.main.exists || len(f.hdr) < dbHeaderSize:
 		why = "the ledger file is empty or missing but a -wal with transactions lies beside it"
@@ -255,7 +255,7 @@ func checkJournal(path, real string, f files) error {
 		why = "the ledger file is not in WAL mode (a backup restored over it?) but a -wal with transactions lies beside it"
 	case pageSize(f.hdr) != be.Uint32(f.walHdr[8:]):
 		why = "the -wal beside the ledger was written for another database (its page size differs)"
-	case errno == unix.ENODATA:
+	case errno == errNoAttr:
 		why = "the -wal beside the ledger is not bound to it (copied without extended attributes, or written by another program)"
 	default:
 		return nil
@@ -294,7 +294,7 @@ func createWAL(path, real string, f files) error {
 		err = unix.Fchown(fd, int(f.main.st.Uid), int(f.main.st.Gid))
 	}
 	if err == nil {
-		err = unix.Fsetxattr(fd, walBindAttr, []byte(fileID{dev: f.main.st.Dev, ino: f.main.st.Ino}.String()), 0)
+		err = unix.Fsetxattr(fd, walBindAttr, []byte(fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String()), 0)
 		if errors.Is(err, unix.ENOTSUP) {
 			err = nil
 		}
