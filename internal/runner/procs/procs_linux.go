@@ -66,22 +66,13 @@ func (f procFinder) Runs(ledgerID string, secret []byte) ([]Process, error) {
 // scan returns the living processes of trusted uids, the caller
 // excluded, for whose environ match returns a run.
 func (f procFinder) scan(match func(environ []byte) (Run, bool)) ([]Process, error) {
-	d, err := os.Open(f.root)
+	pids, err := f.others()
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	self := os.Getpid()
 	var found []Process
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self {
-			continue
-		}
+	for _, pid := range pids {
+		name := strconv.Itoa(pid)
 		env, err := os.ReadFile(f.root + "/" + name + "/environ")
 		if err != nil || !bytes.Contains(env, envPrefix) {
 			continue
@@ -227,20 +218,19 @@ func (f procFinder) Holding(path, key string) ([]Process, error) {
 	}
 	off := strconv.FormatInt(keyOffset(key), 10)
 	want := ":" + strconv.FormatUint(lk.Ino, 10)
-	d, err := os.Open(f.root)
+	return f.living(func(name string) bool { return f.owned(name) && f.holds(name, lk.Dev, lk.Ino, want, off) })
+}
+
+// living returns the living processes, the caller excluded, that keep
+// says to keep (by their /proc entry's name).
+func (f procFinder) living(keep func(name string) bool) ([]Process, error) {
+	pids, err := f.others()
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	self := os.Getpid()
 	var found []Process
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self || !f.owned(name) || !f.holds(name, lk.Dev, lk.Ino, want, off) {
+	for _, pid := range pids {
+		if !keep(strconv.Itoa(pid)) {
 			continue
 		}
 		if st, err := f.stat(pid); err == nil && !st.Gone() {
@@ -253,6 +243,11 @@ func (f procFinder) Holding(path, key string) ([]Process, error) {
 // Opening returns the processes of trusted uids, the caller excluded, that
 // have the file dev/ino open (a run lock file that was deleted since).
 func (f procFinder) Opening(dev, ino uint64) ([]Process, error) {
+	return f.living(func(name string) bool { return f.owned(name) && f.opens(name, dev, ino) })
+}
+
+// others lists the pids under /proc, the caller's own excluded.
+func (f procFinder) others() ([]int, error) {
 	d, err := os.Open(f.root)
 	if err != nil {
 		return nil, err
@@ -263,17 +258,13 @@ func (f procFinder) Opening(dev, ino uint64) ([]Process, error) {
 		return nil, err
 	}
 	self := os.Getpid()
-	var found []Process
+	pids := make([]int, 0, len(names))
 	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self || !f.owned(name) || !f.opens(name, dev, ino) {
-			continue
-		}
-		if st, err := f.stat(pid); err == nil && !st.Gone() {
-			found = append(found, Process{PID: pid, Start: st.Start})
+		if pid, err := strconv.Atoi(name); err == nil && pid != self {
+			pids = append(pids, pid)
 		}
 	}
-	return found, nil
+	return pids, nil
 }
 
 // opens reports whether process pid has an fd on the file dev/ino.
