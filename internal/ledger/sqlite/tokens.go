@@ -12,8 +12,8 @@ import (
 const tokenBlock = 1024
 
 // errRaiseMark is nextToken's answer when the next token is not covered by
-// a durable mark written during this boot: the caller rolls back, calls
-// raiseMark, and tries again.
+// a durable mark written during this boot: the caller rolls back and runs
+// its transaction again behind raiseMark (see writeTokens).
 var errRaiseMark = errors.New("the token mark must be raised first")
 
 // nextToken draws the next fencing token, only below the durable mark
@@ -41,8 +41,8 @@ func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
 const restoredBoot = "restored from a backup"
 
 // raiseMark makes the next tokenBlock tokens durable before any of them is
-// handed out: in a transaction committed with synchronous=FULL, the mark
-// goes tokenBlock past the counter. When the mark was written during
+// handed out: in tx, which commits with synchronous=FULL, the mark goes
+// tokenBlock past the counter. When the mark was written during
 // another boot, reservations after it may have been lost in a power cut
 // with their counter updates, so the counter first jumps to the mark.
 //
@@ -53,29 +53,27 @@ const restoredBoot = "restored from a backup"
 // it never handed out more than one per microsecond on average (each is a
 // committed transaction) and the clock was not set back past the backup's
 // time. Microseconds keep tokens below 2^53, exact in JSON.
-func (s *Ledger) raiseMark(ctx context.Context) error {
-	return s.writeSync(ctx, "reserve a block of tokens", true, func(tx *sql.Tx) error {
-		var value, mark int64
-		var boot string
-		if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
-			Scan(&value, &mark, &boot); err != nil {
-			return err
-		}
-		if boot == s.bootID && value < mark {
-			return nil // another process raised it
-		}
-		if boot != s.bootID {
-			value = max(value, mark)
-		}
-		if boot == restoredBoot {
-			value = max(value, s.Now().UnixMicro())
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'token'`, value); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE token_mark SET mark = ?, boot_id = ?`, value+tokenBlock, s.bootID)
+func (s *Ledger) raiseMark(ctx context.Context, tx *sql.Tx) error {
+	var value, mark int64
+	var boot string
+	if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
+		Scan(&value, &mark, &boot); err != nil {
 		return err
-	})
+	}
+	if boot == s.bootID && value < mark {
+		return nil // another process raised it
+	}
+	if boot != s.bootID {
+		value = max(value, mark)
+	}
+	if boot == restoredBoot {
+		value = max(value, s.Now().UnixMicro())
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'token'`, value); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE token_mark SET mark = ?, boot_id = ?`, value+tokenBlock, s.bootID)
+	return err
 }
 
 // setBoot records the boot id reservations are made in; empty: unknown.
@@ -86,15 +84,20 @@ func (s *Ledger) setBoot(boot string) {
 }
 
 // writeTokens is write for a transaction that may draw tokens: when the
-// durable mark does not cover the next one, it raises the mark and runs
-// fn again.
+// durable mark does not cover the next one, fn runs again behind a raise
+// of the mark in one transaction committed with synchronous=FULL. One
+// transaction, not a raise and then a retry: processes that do not know
+// the boot each name their own (see Open), so between a separate raise
+// and its retry another one's raise would take the mark away again.
 func (s *Ledger) writeTokens(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	err := s.write(ctx, op, fn)
 	if errors.Is(err, errRaiseMark) {
-		if err := s.raiseMark(ctx); err != nil {
-			return err
-		}
-		err = s.write(ctx, op, fn)
+		err = s.writeSync(ctx, op, true, func(tx *sql.Tx) error {
+			if err := s.raiseMark(ctx, tx); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
 	}
 	return err
 }
