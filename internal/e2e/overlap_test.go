@@ -395,8 +395,13 @@ func TestOverlapPIDNamespace(t *testing.T) {
 // TestOverlapChaos runs one key for a minute while a chaos loop SIGKILLs,
 // SIGSTOPs and SIGCONTs idem processes and their children at random. The
 // command exits 75 (so the key keeps running) and leaves a grandchild that
-// ignores SIGTERM (half of them clear their environment and keep fd 3).
-// No execution may start while one of an earlier one runs.
+// ignores SIGTERM: half of them clear their environment and keep fd 3,
+// the others keep IDEM_RUN and close fd 3. Meanwhile a cleaner deletes
+// the run lock file now and then (as rm, not as an age-based cleaner,
+// which the kept-fresh times hold off), and a loop of nobody's keeps
+// respawning TERM-ignoring processes that carry a copy of a run's
+// IDEM_RUN. No execution may start while one of an earlier one runs,
+// nobody's processes are never signalled, and the key keeps running.
 func TestOverlapChaos(t *testing.T) {
 	needProcs(t)
 	if testing.Short() {
@@ -419,8 +424,21 @@ func TestOverlapChaos(t *testing.T) {
 	var live []*exec.Cmd
 	var stopped []int
 	stoppedAt := map[int]time.Time{}
-	kills, stops, runs := 0, 0, 0
+	kills, stops, runs, cleans := 0, 0, 0, 0
+	nextClean := time.Now().Add(time.Second)
+	forgedPID := 0
 	for ctx.Err() == nil {
+		if forgedPID == 0 {
+			if marker := runMarker(runProcs()); marker != "" {
+				forgedPID = waitPID(t, forger(t, marker, true), 0)
+			}
+		}
+		if time.Now().After(nextClean) {
+			if os.Remove(g.ledger+".runlock") == nil {
+				cleans++
+			}
+			nextClean = time.Now().Add(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
+		}
 		// Up to three idems at once.
 		for len(live) < 3 {
 			c := exec.Command(job.argv[0], job.argv[1:]...)
@@ -486,8 +504,13 @@ func TestOverlapChaos(t *testing.T) {
 	for _, pid := range stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
-	t.Logf("%d idem runs, %d SIGKILLs, %d SIGSTOPs, %d executions started", runs, kills, stops, g.count("start "))
+	t.Logf("%d idem runs, %d SIGKILLs, %d SIGSTOPs, %d run locks deleted, %d executions started", runs, kills, stops, cleans, g.count("start "))
 	g.noOverlap()
+	if forgedPID == 0 {
+		t.Errorf("no run's IDEM_RUN to copy")
+	} else if !alive(forgedPID) {
+		t.Errorf("idem signalled nobody's process %d, which carried a copy of a run's IDEM_RUN", forgedPID)
+	}
 	if g.count("start ") < 20 {
 		t.Errorf("only %d executions in %v: the chaos starved the key; idem said:\n%s", g.count("start "), dur, tail(readFile(g.path("idem.stderr")), 30))
 	}
@@ -510,6 +533,19 @@ func runProcs() []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// runMarker is the IDEM_RUN of the first of pids that has one, or "".
+func runMarker(pids []int) string {
+	for _, pid := range pids {
+		env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "IDEM_RUN="); ok {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 func zombie(pid int) bool {

@@ -151,8 +151,10 @@ func (inv *invocation) openLock(ctx context.Context) error {
 	if err != nil && !(bound && errors.Is(err, fs.ErrNotExist)) {
 		return lockErr(r.LockPath, err)
 	}
-	if lf != nil && lf.Dev == 0 && lf.Ino == 0 {
-		lf.Close()
+	if err == nil && (lf == nil || lf.Dev == 0 && lf.Ino == 0) {
+		if lf != nil {
+			lf.Close()
+		}
 		return nil // no lock on this platform
 	}
 	if bound && (lf == nil || lf.Dev != g.LockDev || lf.Ino != g.LockIno) {
