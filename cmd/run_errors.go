@@ -21,7 +21,6 @@ func runError(err error, o runner.Options, now time.Time) error {
 		mismatch   *ledger.MismatchError
 		busy       *runner.BusyError
 		held       *runner.HeldError
-		replaced   *runner.LockReplacedError
 		start      *runner.StartError
 		lapsed     *runner.LeaseLapsedError
 		waited     *runner.WaitTimeoutError
@@ -44,8 +43,6 @@ func runError(err error, o runner.Options, now time.Time) error {
 			msg: fmt.Sprintf("key %q is held by processes of an earlier run that idem cannot see (another PID namespace, such as a container sharing the ledger, or processes that cleared their environment); nothing ran",
 				held.Key),
 			hint: "retry once they have ended; 'fuser -v " + held.LockPath + "' lists the processes on this host that hold the lock file"}
-	case errors.As(err, &replaced):
-		return lockReplacedError(replaced)
 	case errors.As(err, &start):
 		return startError(start)
 	case errors.As(err, &waited):
@@ -189,17 +186,4 @@ func mismatchError(rec *ledger.Record, argv []string, now time.Time) error {
 		hint = fmt.Sprintf("use another key: it succeeded, and 'idem purge %s' would let it run, and its side effect happen, a second time", rec.Key)
 	}
 	return &exitError{code: exitcode.DataErr, msg: msg, hint: hint}
-}
-
-// lockReplacedError says why a run refused a run lock file that is not
-// the one the ledger is bound to: exit 75, as for a held lock, since it
-// clears by itself once the runs in progress on this host end.
-func lockReplacedError(e *runner.LockReplacedError) error {
-	who := fmt.Sprintf("%d other keys were", e.Others)
-	if e.TookOver {
-		who = fmt.Sprintf("key %q was", e.Key)
-	}
-	return &exitError{code: exitcode.TempFail,
-		msg:  fmt.Sprintf("the run lock %s was deleted or replaced while %s in progress on this host: their processes may still run unseen; nothing ran", e.LockPath, who),
-		hint: "retry once they have ended; 'grep -l IDEM_RUN /proc/*/environ' lists processes of runs, and 'idem purge KEY' of a run known dead lets the next run bind a new lock file"}
 }

@@ -1,26 +1,40 @@
 package e2e
 
-// The run lock file is bound to its ledger: deleted while a run was in
-// progress it is refused, not recreated, and its times are kept fresh so
-// that an age-based cleaner leaves it alone.
+// The run lock file is bound to its ledger: deleted or replaced while a
+// process of a run still has it open, idem keeps locking on that file,
+// and its times are kept fresh so that an age-based cleaner leaves it
+// alone.
 
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// envlessLeftoverJob is a job whose first execution leaves a process that
+// cleared its environment (no scan by IDEM_RUN finds it) but keeps fd 3,
+// its pid in the file pid, and then does what first says; a later
+// execution appends "overlap" to runs when that process still runs.
+func envlessLeftoverJob(key, first string, flags ...string) []string {
+	return append(append([]string{"--key", key}, flags...), "--", "sh", "-c",
+		`echo ran >> runs
+		if [ -e pid ] && [ -d /proc/$(cat pid) ] && ! grep -q '^State:.*Z' /proc/$(cat pid)/status; then echo overlap >> runs; fi
+		[ -e pid ] && exit 0
+		env -i sh -c 'exec sleep 30' & echo $! > pid
+		`+first)
+}
+
 // TestRunLockDeleted: a run's command leaves a process that cleared its
 // environment but keeps fd 3; idem is SIGKILLed and the run lock file
-// deleted. The next run takes the key over, and refuses to run (75)
-// rather than create a new lock file that the leftover does not hold.
+// deleted. The next run takes the key over on the old file, which the
+// leftover keeps open: it finds the leftover by the lock it holds there
+// and stops it before the command runs again, instead of running beside
+// it on a new file.
 func TestRunLockDeleted(t *testing.T) {
 	g := newHostileRig(t)
-	job := []string{"--key", "job:lockgone", "--", "sh", "-c",
-		`echo ran >> runs; env -i sh -c 'exec sleep 30' & echo $! > pid; exec sleep 30`}
+	job := envlessLeftoverJob("job:lockgone", "exec sleep 30")
 	p := start(t, g.idem(job...))
 	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
 	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
@@ -30,18 +44,41 @@ func TestRunLockDeleted(t *testing.T) {
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
 	}
-	q := run(t, g.idem(job...)).expect(75)
-	if !strings.Contains(q.stderr, "deleted or replaced") || !strings.Contains(q.stderr, "idem: hint:") {
-		t.Errorf("no reason or hint:\n%s", q)
-	}
-	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\n" {
+	run(t, g.idem(job...)).expect(0)
+	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
 		t.Errorf("the command ran beside the leftover:\n%s", runs)
 	}
-	if _, err := os.Lstat(lock); err == nil {
-		t.Errorf("the run lock was recreated")
+	if alive(left) {
+		t.Errorf("the leftover %d still runs", left)
 	}
-	if !alive(left) {
-		t.Fatalf("the leftover is gone: the test proves nothing")
+}
+
+// TestRunLockDeletedAfterRetryable: the leftover outlives an invocation
+// that ended retryable (its next attempt's backoff would pass the
+// deadline), so no record is in progress when the run lock file is
+// deleted. The next run must still not run beside it: the leftover keeps
+// the old file open, and idem stops it there.
+func TestRunLockDeletedAfterRetryable(t *testing.T) {
+	g := newHostileRig(t)
+	job := envlessLeftoverJob("job:lockgone-retry", "exit 75", "--initial-delay", "1h", "--max-delay", "1h", "--deadline", "30s")
+	run(t, g.idem(job...)).expect(75)
+	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
+	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
+	lock := g.ledger + ".runlock"
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	run(t, g.idem(job...)).expect(0)
+	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
+		t.Errorf("the command ran beside the leftover:\n%s", runs)
+	}
+	if alive(left) {
+		t.Errorf("the leftover %d still runs", left)
+	}
+	// With nothing left holding the old file, the next run binds a new one.
+	run(t, g.idem("--key", "job:lockgone-other", "--", "true")).expect(0)
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("no new run lock once the old file was let go: %v", err)
 	}
 }
 

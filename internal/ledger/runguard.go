@@ -21,7 +21,4 @@ type RunGuarder interface {
 	RunGuard(ctx context.Context) (RunGuard, error)
 	// BindRunLock binds the ledger to the run lock file dev/ino.
 	BindRunLock(ctx context.Context, dev, ino uint64) error
-	// InProgressOnHost counts the records other than key's in progress
-	// with an owner of the boot bootID (this host, since its last boot).
-	InProgressOnHost(ctx context.Context, bootID, key string) (int, error)
 }

@@ -26,23 +26,6 @@ func (e *HeldError) Error() string {
 // lockTries bounds how often lockKey stops what it finds and tries again.
 const lockTries = 20
 
-// LockReplacedError is returned when the run lock file the ledger is
-// bound to was deleted or replaced while a record was in progress on this
-// host: processes of that run may hold the old file, which no lock on a
-// new one would see. Nothing ran; the reservation was released.
-type LockReplacedError struct {
-	Key      string
-	LockPath string
-	// TookOver: the key's own record was in progress (a takeover);
-	// Others counts the other keys in progress on this host.
-	TookOver bool
-	Others   int
-}
-
-func (e *LockReplacedError) Error() string {
-	return fmt.Sprintf("the run lock %s was deleted or replaced while a run was in progress on this host", e.LockPath)
-}
-
 // touchAfter is how old the lock file's modification time may grow
 // before a run sets it to now: far below any age-based cleaner's (days),
 // far above a run's pace, so that most runs pay nothing for it.
@@ -106,7 +89,7 @@ func (inv *invocation) lockKey(ctx context.Context, before procs.Run) (held bool
 			inv.lock = f
 			return false, nil
 		}
-		n, err := r.stopRun(ctx, scan{before: before, secret: inv.guard.Secret, holders: true}, inv.o.KillGrace, inv)
+		n, err := r.stopRun(ctx, scan{before: before, secret: inv.guard.Secret, lock: inv.lockFile}, inv.o.KillGrace, inv)
 		if err != nil {
 			return false, err
 		}
@@ -135,10 +118,10 @@ func lockErr(path string, err error) error {
 }
 
 // openLock opens the run lock file (inv.lockFile; nil: none) the ledger
-// is bound to (ledger.RunGuard): a file that is missing or not the one
-// bound while a record is in progress on this host is refused
-// (*LockReplacedError), not recreated, as that record's processes may
-// hold the old one; otherwise the ledger is bound to the file found, or
+// is bound to (ledger.RunGuard). A bound file whose path no longer leads
+// to it (deleted, or replaced) is not given up while a process here still
+// has it open, as a run's leftovers may hold it: idem keeps locking on
+// that file (rebind). Otherwise the ledger is bound to the file found, or
 // created. A file untouched for touchAfter gets its times set to now.
 func (inv *invocation) openLock(ctx context.Context) error {
 	r, g := inv.r, inv.guard
@@ -180,28 +163,29 @@ func (inv *invocation) openLock(ctx context.Context) error {
 	return nil
 }
 
-// rebind binds the ledger to a new lock file, after the one it was bound
-// to was deleted or replaced, unless a record is in progress on this host
-// (this key's, taken over, or another's) while a process here still has
-// the old file open, or idem cannot look (no Finder): *LockReplacedError.
-// (A run whose idem died before it bound the file never started its
-// command; nothing of it holds the old file.)
+// rebind returns the run lock file to use when the one the ledger is
+// bound to is no longer at its path. While a process here still has the
+// bound file open (a leftover of any run of any key, which may hold its
+// key's byte), idem reopens that file through the process and keeps
+// locking on it, so that no run starts beside a leftover it could no
+// longer see. Once none has (or idem cannot look: no Finder), the
+// ledger is bound to a new file at the path.
 func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
-	r := inv.r
-	cctx, cancel := inv.leaseCtx(ctx)
-	others, err := gr.InProgressOnHost(cctx, r.Host.BootID, inv.o.Key)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	if (inv.res.TookOver || others > 0) && inv.oldLockOpen() {
-		return nil, &LockReplacedError{Key: inv.o.Key, LockPath: r.LockPath, TookOver: inv.res.TookOver, Others: others}
+	r, g := inv.r, inv.guard
+	if r.Procs != nil {
+		old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno)
+		if err != nil {
+			return nil, lockErr(r.LockPath, err)
+		}
+		if old != nil {
+			return old, nil
+		}
 	}
 	lf, err := procs.OpenLock(r.LockPath, true, r.TrustedUIDs...)
 	if err != nil {
 		return nil, lockErr(r.LockPath, err)
 	}
-	cctx, cancel = inv.leaseCtx(ctx)
+	cctx, cancel := inv.leaseCtx(ctx)
 	err = gr.BindRunLock(cctx, lf.Dev, lf.Ino)
 	cancel()
 	if err != nil {
@@ -209,14 +193,4 @@ func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs
 		return nil, err
 	}
 	return lf, nil
-}
-
-// oldLockOpen reports whether a process on this host still has the lock
-// file the ledger is bound to open, or whether idem cannot tell.
-func (inv *invocation) oldLockOpen() bool {
-	if inv.r.Procs == nil {
-		return true
-	}
-	found, err := inv.r.Procs.Opening(inv.guard.LockDev, inv.guard.LockIno)
-	return err != nil || len(found) > 0
 }

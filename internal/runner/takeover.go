@@ -31,10 +31,10 @@ type scan struct {
 	// ab is the abandoned owner (nil: none): its idem, when it ran in
 	// this PID namespace.
 	ab *ledger.Owner
-	// holders: the processes that hold the key's byte of the run lock
-	// (procs.Finder.Holding: what is left of a run whose description
-	// idem no longer holds a copy of).
-	holders bool
+	// lock: the run lock file whose holders of the key's byte are
+	// stopped too (procs.Finder.Holding: what is left of a run whose
+	// description idem no longer holds a copy of); nil: none.
+	lock *procs.LockFile
 }
 
 // stopRun stops, on this host, the processes s names and returns once
@@ -68,8 +68,8 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 		if isIdem && finder.Alive(idem) {
 			found = append(found, idem)
 		}
-		if s.holders && r.LockPath != "" {
-			held, _ := finder.Holding(r.LockPath, s.before.Key)
+		if s.lock != nil {
+			held, _ := finder.Holding(s.lock.Dev, s.lock.Ino, s.before.Key)
 			found = append(found, held...)
 		}
 		if interrupted != 0 && r.Clock.Now().Sub(interruptedAt) >= grace {
@@ -149,8 +149,8 @@ func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process
 	p := procs.Process{PID: pid, Start: start}
 	return p, pidns == here && f.Alive(p)
 }
-func (pidOnly) Holding(string, string) ([]procs.Process, error) { return nil, nil }
-func (pidOnly) Opening(uint64, uint64) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Holding(uint64, uint64, string) ([]procs.Process, error) { return nil, nil }
+func (pidOnly) Reopen(string, uint64, uint64) (*procs.LockFile, error)  { return nil, nil }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
 }

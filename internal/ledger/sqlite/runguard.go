@@ -28,15 +28,3 @@ func (s *Ledger) BindRunLock(ctx context.Context, dev, ino uint64) error {
 		return err
 	})
 }
-
-// InProgressOnHost counts the other keys in progress with an owner of
-// boot bootID.
-func (s *Ledger) InProgressOnHost(ctx context.Context, bootID, key string) (int, error) {
-	var n int
-	err := s.conn.QueryRowContext(ctx,
-		`SELECT count(*) FROM records WHERE status = 'in_progress' AND owner_boot_id = ? AND key <> ?`, bootID, key).Scan(&n)
-	if err != nil {
-		return 0, storeErr("read", s.path, err)
-	}
-	return n, nil
-}

@@ -2,8 +2,8 @@
 -- the tag of every run marker (IDEM_RUN), so that a process of another
 -- user cannot pass for one of a run's; lock_dev and lock_ino name the run
 -- lock file the ledger is bound to (0: none yet), so that a lock file
--- deleted or replaced while a run may still hold the old one is refused
--- rather than recreated. Older idems leave this table alone.
+-- deleted or replaced while a run's process still holds the old one is
+-- not given up for a new one. Older idems leave this table alone.
 CREATE TABLE run_guard (
     singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
     secret    BLOB NOT NULL,

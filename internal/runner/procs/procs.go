@@ -151,12 +151,13 @@ type Finder interface {
 	// below it (a container seen from its host).
 	Owner(here, pidns uint64, pid int, start uint64) (Process, bool)
 	// Holding returns the processes, the caller excluded, that hold key's
-	// byte of the run lock file at path (Lock) through their own copy of
+	// byte of the run lock file dev/ino (Lock) through their own copy of
 	// a description: what is left of a run after idem closed its copy.
-	Holding(path, key string) ([]Process, error)
-	// Opening returns the processes, the caller excluded, that have the
-	// file dev/ino open.
-	Opening(dev, ino uint64) ([]Process, error)
+	Holding(dev, ino uint64, key string) ([]Process, error)
+	// Reopen opens the run lock file dev/ino, whose path is path no
+	// longer, through a process of a trusted uid that has it open; nil,
+	// nil when none has.
+	Reopen(path string, dev, ino uint64) (*LockFile, error)
 }
 
 // ForeignLockError is returned by Lock for a lock file that belongs to

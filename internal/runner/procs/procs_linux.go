@@ -206,19 +206,16 @@ func (f procFinder) stat(pid int) (Stat, error) {
 }
 
 // Holding returns the processes, the caller excluded, that hold key's byte
-// of the run lock file at path through a description of their own: a
+// of the run lock file dev/ino through a description of their own: a
 // run's processes after idem closed its copy of that description (ones
 // that cleared their environment, which Find cannot see, included). It
 // reads /proc/PID/fd and the lock lines of /proc/PID/fdinfo, which list
-// the locks taken through that fd's description.
-func (f procFinder) Holding(path, key string) ([]Process, error) {
-	var lk syscall.Stat_t
-	if err := syscall.Stat(path, &lk); err != nil {
-		return nil, err
-	}
+// the locks taken through that fd's description. The file is named by its
+// identity, not its path: it may have been deleted since it was opened.
+func (f procFinder) Holding(dev, ino uint64, key string) ([]Process, error) {
 	off := strconv.FormatInt(keyOffset(key), 10)
-	want := ":" + strconv.FormatUint(lk.Ino, 10)
-	return f.living(func(name string) bool { return f.owned(name) && f.holds(name, lk.Dev, lk.Ino, want, off) })
+	want := ":" + strconv.FormatUint(ino, 10)
+	return f.living(func(name string) bool { return f.owned(name) && f.holds(name, dev, ino, want, off) })
 }
 
 // living returns the living processes, the caller excluded, that keep
@@ -238,12 +235,6 @@ func (f procFinder) living(keep func(name string) bool) ([]Process, error) {
 		}
 	}
 	return found, nil
-}
-
-// Opening returns the processes of trusted uids, the caller excluded, that
-// have the file dev/ino open (a run lock file that was deleted since).
-func (f procFinder) Opening(dev, ino uint64) ([]Process, error) {
-	return f.living(func(name string) bool { return f.owned(name) && f.opens(name, dev, ino) })
 }
 
 // others lists the pids under /proc, the caller's own excluded.
@@ -267,20 +258,55 @@ func (f procFinder) others() ([]int, error) {
 	return pids, nil
 }
 
-// opens reports whether process pid has an fd on the file dev/ino.
-func (f procFinder) opens(pid string, dev, ino uint64) bool {
+// fdOf returns the path under /proc of an fd of process pid on the file
+// dev/ino.
+func (f procFinder) fdOf(pid string, dev, ino uint64) (string, bool) {
 	dir := f.root + "/" + pid + "/fd"
 	fds, err := os.ReadDir(dir)
 	if err != nil {
-		return false
+		return "", false
 	}
 	for _, fd := range fds {
 		var st syscall.Stat_t
 		if syscall.Stat(dir+"/"+fd.Name(), &st) == nil && st.Dev == dev && st.Ino == ino {
-			return true
+			return dir + "/" + fd.Name(), true
 		}
 	}
-	return false
+	return "", false
+}
+
+// Reopen opens the run lock file dev/ino through a process of a trusted
+// uid that has it open, when its path no longer leads to it (deleted, or
+// another file put in its place): the file lives on while a run's
+// processes hold it, and runs that lock on it still see their locks.
+// Nil, nil: no such process (the file is gone).
+func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
+	pids, err := f.others()
+	if err != nil {
+		return nil, err
+	}
+	for _, pid := range pids {
+		name := strconv.Itoa(pid)
+		if !f.owned(name) {
+			continue
+		}
+		fd, ok := f.fdOf(name, dev, ino)
+		if !ok {
+			continue
+		}
+		file, err := os.OpenFile(fd, os.O_RDWR, 0)
+		if err != nil {
+			continue // gone meanwhile, or not ours to open
+		}
+		var st syscall.Stat_t
+		if syscall.Fstat(int(file.Fd()), &st) != nil || st.Dev != dev || st.Ino != ino ||
+			!trusts(f.uids, st.Uid) || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			file.Close() // the fd was reused for another file meanwhile
+			continue
+		}
+		return &LockFile{path: path, f: file, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
+	}
+	return nil, nil
 }
 
 // holds reports whether process pid has an fd on the file dev/ino through

@@ -59,10 +59,14 @@ func TestFindAndLock(t *testing.T) {
 	if got, _ := fd.Find(Run{Ledger: "L", Key: "evt:key-1", Token: 4, Attempt: 1}, []byte("secret")); len(got) != 0 {
 		t.Errorf("Find took an untagged marker for the ledger with a secret: %+v", got)
 	}
-	if got, _ := fd.Holding(lockPath, "evt:key-1"); len(got) != 1 || got[0].PID != cmd.Process.Pid {
+	var lk syscall.Stat_t
+	if err := syscall.Stat(lockPath, &lk); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fd.Holding(lk.Dev, lk.Ino, "evt:key-1"); len(got) != 1 || got[0].PID != cmd.Process.Pid {
 		t.Errorf("Holding = %+v, want pid %d", got, cmd.Process.Pid)
 	}
-	if got, _ := fd.Holding(lockPath, "evt:key-2"); len(got) != 0 {
+	if got, _ := fd.Holding(lk.Dev, lk.Ino, "evt:key-2"); len(got) != 0 {
 		t.Errorf("Holding of another key = %+v", got)
 	}
 	if !fd.Alive(found[0]) || fd.Alive(Process{PID: found[0].PID, Start: found[0].Start + 1}) {
@@ -95,5 +99,54 @@ func TestSignedRun(t *testing.T) {
 	}
 	if !forged.Signed(nil) {
 		t.Errorf("a ledger without a secret refuses an untagged marker")
+	}
+}
+
+// TestReopenDeletedLock: a lock file deleted while a process holds a
+// key's lock on it is reopened through that process, and a lock on the
+// reopened file still sees the holder's; once the holder is gone there is
+// nothing to reopen.
+func TestReopenDeletedLock(t *testing.T) {
+	lockPath := filepath.Join(t.TempDir(), "ledger.db.runlock")
+	lf, err := OpenLock(lockPath, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	f, held, err := lf.Lock("evt:key-1")
+	if err != nil || held {
+		t.Fatalf("Lock: %v, held %v", err, held)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{} // invisible to Find: only its fd tells
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	lf.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.Remove(lockPath); err != nil {
+		t.Fatal(err)
+	}
+	fd := New()
+	old, err := fd.Reopen(lockPath, lf.Dev, lf.Ino)
+	if err != nil || old == nil {
+		t.Fatalf("Reopen = %v, %v; want the deleted file the child holds", old, err)
+	}
+	if old.Dev != lf.Dev || old.Ino != lf.Ino {
+		t.Errorf("Reopen opened %d/%d, want %d/%d", old.Dev, old.Ino, lf.Dev, lf.Ino)
+	}
+	if _, held, _ := old.Lock("evt:key-1"); !held {
+		t.Errorf("the key's lock on the reopened file is free while the child holds it")
+	}
+	if got, _ := fd.Holding(old.Dev, old.Ino, "evt:key-1"); len(got) != 1 || got[0].PID != cmd.Process.Pid {
+		t.Errorf("Holding = %+v, want pid %d", got, cmd.Process.Pid)
+	}
+	old.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if again, err := fd.Reopen(lockPath, lf.Dev, lf.Ino); err != nil || again != nil {
+		t.Errorf("Reopen after the holder died = %v, %v; want nothing", again, err)
 	}
 }

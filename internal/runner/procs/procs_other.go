@@ -53,11 +53,11 @@ func (*LockFile) Close() error { return nil }
 // Lock is always free here.
 func (*LockFile) Lock(string) (*os.File, bool, error) { return nil, false, nil }
 
-// Opening finds nothing here: there is no lock file.
-func (noFinder) Opening(uint64, uint64) ([]Process, error) { return nil, nil }
-
 // Holding finds nothing here: there is no lock to hold.
-func (noFinder) Holding(string, string) ([]Process, error) { return nil, nil }
+func (noFinder) Holding(uint64, uint64, string) ([]Process, error) { return nil, nil }
+
+// Reopen finds nothing here: there is no lock file.
+func (noFinder) Reopen(string, uint64, uint64) (*LockFile, error) { return nil, nil }
 
 // Owner finds pid only when it is in this process's own namespace (pidns
 // 0: no namespaces here) and alive; its start time cannot be checked.
