@@ -152,13 +152,22 @@ func alive(pid int) bool {
 
 // TestInheritedDescriptorsStayWithIdem: a descriptor idem inherits from its
 // parent (bash's exec 7<) does not reach the command: beyond 0-2 it has
-// fd 3, the run lock, and nothing else.
+// fd 3, the run lock, and nothing else (nothing at all where there is no
+// run lock).
 func TestInheritedDescriptorsStayWithIdem(t *testing.T) {
 	g := newLeaseRig(t)
 	list := `for n in 3 4 5 6 7 8 9 10 11 12; do [ -e /proc/$$/fd/$n ] && echo "$n $(readlink /proc/$$/fd/$n)"; done; true`
 	p := start(t, g.command(needTool(t, "bash"), "-c", `exec 7</etc/hostname 8>"$0.extra"; exec idem run --key fds:inherited -- sh -c "$1"`,
 		g.path("x"), list)).wait().expect(0)
-	lines := strings.Split(strings.TrimSpace(p.stdout), "\n")
+	got := strings.TrimSpace(p.stdout)
+	if !procsBuiltIn {
+		// The portable fallback has no run lock: nothing beyond 0-2.
+		if got != "" {
+			t.Errorf("the command's descriptors beyond 0-2: %q; want none", got)
+		}
+		return
+	}
+	lines := strings.Split(got, "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "3 ") || !strings.HasSuffix(lines[0], ".runlock") {
 		t.Errorf("the command's descriptors beyond 0-2: %q; want only 3, the run lock", lines)
 	}
