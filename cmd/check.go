@@ -9,12 +9,11 @@ import (
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
-	"github.com/idemhq/idem/internal/ledger/sqlite"
 )
 
 // checker is a ledger that can check its own pages (SQLite).
 type checker interface {
-	Check(ctx context.Context) (*sqlite.CheckResult, error)
+	Check(ctx context.Context) (*ledger.CheckResult, error)
 }
 
 func newCheckCmd(a *app) *cobra.Command {

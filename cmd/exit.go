@@ -10,20 +10,15 @@ import (
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/location"
 )
 
-// usageError marks bad invocations (exit 64).
-type usageError struct {
-	err  error
-	hint string
-}
-
-func (e *usageError) Error() string { return e.err.Error() }
-
-func (e *usageError) Unwrap() error { return e.err }
+// usageError marks bad invocations (exit 64), idem's own and a backend's
+// about how a location is written.
+type usageError = location.UsageError
 
 func usagef(hint, format string, args ...any) error {
-	return &usageError{err: fmt.Errorf(format, args...), hint: hint}
+	return location.Usagef(hint, format, args...)
 }
 
 // asUsage makes err, an error of cobra's about c's flags or arguments, a
@@ -38,7 +33,7 @@ func asUsage(err error, c *cobra.Command) error {
 			hint = fmt.Sprintf("did you mean --%s? %s", s, hint)
 		}
 	}
-	return &usageError{err: plainFlagError(err), hint: hint}
+	return &usageError{Err: plainFlagError(err), Hint: hint}
 }
 
 // pflagParse matches pflag's message for a value its strconv parser
@@ -109,7 +104,7 @@ func unknownCommand(c *cobra.Command, args []string) error {
 		// "idem version": a flag's name typed as a command.
 		hint = fmt.Sprintf("did you mean '%s --%s'? see '%s --help'", c.CommandPath(), f.Name, c.CommandPath())
 	}
-	return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), hint: hint}
+	return &usageError{Err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), Hint: hint}
 }
 
 // unknownHelpTopic is the Args of cobra's help command: cobra finds no
@@ -175,7 +170,7 @@ func explain(err error) (code int, msg, hint string) {
 	case errors.As(err, &ee):
 		code, msg, hint = ee.code, ee.msg, ee.hint
 	case errors.As(err, &ue):
-		code, hint = exitcode.Usage, ue.hint
+		code, hint = exitcode.Usage, ue.Hint
 	case errors.As(err, &se):
 		code, hint = exitcode.IOErr, se.Hint
 	default:

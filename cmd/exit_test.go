@@ -19,7 +19,7 @@ func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	t.Setenv("IDEM_LEDGER", t.TempDir()+"/ledger.db")
 	var out, errb bytes.Buffer
-	code = Main(context.Background(), args, &out, &errb)
+	code = Main(context.Background(), args, &out, &errb, linkedAll())
 	return code, out.String(), errb.String()
 }
 

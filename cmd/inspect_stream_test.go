@@ -77,7 +77,7 @@ func TestInspectStreams(t *testing.T) {
 			w := &purgeOnFirstWrite{t: t, l: l}
 			var stderr bytes.Buffer
 			args := append([]string{"inspect", "--ledger", path, "--limit", "0", "--page-size", "10"}, tc.args...)
-			if code := Main(context.Background(), args, w, &stderr); code != 0 {
+			if code := Main(context.Background(), args, w, &stderr, linkedAll()); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
 			if got := tc.count(w.out.String()); got != 10 {

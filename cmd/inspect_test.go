@@ -41,7 +41,7 @@ func TestParseSince(t *testing.T) {
 func testApp(t *testing.T, path string, now time.Time, env map[string]string) (*app, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	a := newApp(&stdout, &stderr)
+	a := newApp(nil, &stdout, &stderr, linkedAll())
 	a.stdin = nil
 	a.environ = []string{"IDEM_LEDGER=" + path}
 	a.getenv = func(name string) string {

@@ -15,7 +15,7 @@ import (
 func runKey(t *testing.T, parts ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if code := Main(context.Background(), append([]string{"key", "--"}, parts...), &out, &errb); code != 0 {
+	if code := Main(context.Background(), append([]string{"key", "--"}, parts...), &out, &errb, linkedAll()); code != 0 {
 		t.Fatalf("idem key %q: exit %d, stderr %q", parts, code, errb.String())
 	}
 	if errb.Len() != 0 {

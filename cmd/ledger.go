@@ -29,7 +29,10 @@ type ledgerLocation struct {
 // StateDirectory=), then $XDG_STATE_HOME/idem/ledger.db, then
 // ~/.local/state/idem/ledger.db, with the home directory from HOME or,
 // without it (a daemon's environment), from the password database. It
-// does not check the location (see ledger).
+// does not check the location (see ledger). A location that a companion
+// keeps (a PostgreSQL ledger, for an idem that links only SQLite) hands
+// the whole invocation to that executable: ledgerPath returns only if
+// that fails.
 func (a *app) ledgerPath() (ledgerLocation, error) {
 	path, named := a.ledgerFlag, true
 	if path == "" {
@@ -43,6 +46,10 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 		path, named = filepath.Join(dir, "ledger.db"), false
 	}
 	loc, err := a.backends.Lookup(path)
+	var elsewhere *location.ElsewhereError
+	if errors.As(err, &elsewhere) {
+		return ledgerLocation{}, a.handOff(elsewhere.Companion)
+	}
 	if err != nil {
 		return ledgerLocation{}, err
 	}

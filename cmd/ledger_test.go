@@ -12,7 +12,7 @@ import (
 // default location named it), without its password; a file as an
 // absolute path, and every other variable, pass as they are.
 func TestChildEnviron(t *testing.T) {
-	a := newApp(nil, nil)
+	a := newApp(nil, nil, nil, linkedAll())
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

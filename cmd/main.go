@@ -39,8 +39,12 @@ type app struct {
 	// (ledger.NowOf).
 	now func() time.Time
 	// backends opens the ledger, and only when a command asks for it:
-	// nothing is opened to parse flags or print help.
+	// nothing is opened to parse flags or print help. A ledger it names
+	// a companion for is handed to that executable (handOff).
 	backends *location.Registry
+	// argv0 and args are the process's command line, for handOff.
+	argv0 string
+	args  []string
 
 	ledgerFlag string
 	colorFlag  string
@@ -48,24 +52,24 @@ type app struct {
 	ui *ui
 }
 
-// newApp is the app of a process: its streams, environment and clock, and
-// the ledger backends this idem links in.
-func newApp(stdout, stderr io.Writer) *app {
+// newApp is the app of a process: its streams, arguments, environment and
+// clock, and what this executable of idem's links in.
+func newApp(args []string, stdout, stderr io.Writer, linked Linked) *app {
 	return &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(),
-		now: time.Now, backends: backends(), colorFlag: "auto"}
+		argv0: os.Args[0], args: args, now: time.Now, backends: linked.Backends, colorFlag: "auto"}
 }
 
-// backends is the registry of the ledger backends, the one place that
-// tells them apart: a PostgreSQL DSN names a shared ledger, any other
-// value a file.
-func backends() *location.Registry {
-	return location.NewRegistry(postgresBackend{}, sqliteBackend{})
+// Linked is what an executable of idem's links in beside its command
+// line: the ledger backends, and the companion executables that keep
+// what it does not link.
+type Linked struct {
+	Backends *location.Registry
 }
 
 // Main runs idem with args and returns the process exit code. It is the only
 // place that prints errors and picks exit codes.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return newApp(stdout, stderr).main(ctx, args)
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, linked Linked) int {
+	return newApp(args, stdout, stderr, linked).main(ctx, args)
 }
 
 // main is Main for the app a, which a test may have given another clock,

@@ -46,7 +46,7 @@ func TestOnlyInvokedCommandIsBuilt(t *testing.T) {
 	}
 	for _, args := range [][]string{{"run", "--help"}, {"--ledger", "x.db", "purge", "--help"}, {"key", "--help"}} {
 		var lazy, full bytes.Buffer
-		if code := Main(context.Background(), args, &lazy, &lazy); code != 0 {
+		if code := Main(context.Background(), args, &lazy, &lazy, linkedAll()); code != 0 {
 			t.Fatalf("%q: exit %d: %s", args, code, lazy.String())
 		}
 		root := newRootCmd(&app{stdout: &full, stderr: &full, getenv: func(string) string { return "" }, colorFlag: "auto"}, nil)

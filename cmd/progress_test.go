@@ -106,7 +106,7 @@ func TestProgressOnARealTerminal(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	var stdout bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--key", "evt:tty:1", "--initial-delay", "100ms", "--jitter", "0",
-		"--", "sh", "-c", `[ "$IDEM_ATTEMPT" = 2 ] || exit 75; echo done`}, &stdout, slave)
+		"--", "sh", "-c", `[ "$IDEM_ATTEMPT" = 2 ] || exit 75; echo done`}, &stdout, slave, linkedAll())
 	slave.Close()
 	out := string(<-read)
 	if code != 0 || stdout.String() != "done\n" {

@@ -2,11 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/location"
 )
 
 type schemaOptions struct {
@@ -66,12 +68,20 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 			return usagef("name the runtime role: --grant ROLE", "--grant is empty")
 		}
 	}
-	schema, err := ledgerSchema(a.getenv)
+	sch, err := a.backends.Schemer()
+	var elsewhere *location.ElsewhereError
+	if errors.As(err, &elsewhere) {
+		return a.handOff(elsewhere.Companion)
+	}
+	if sch == nil {
+		return usagef("use an idem built with the PostgreSQL backend", "this idem keeps no PostgreSQL ledger")
+	}
+	schema, err := sch.SchemaName(a.getenv)
 	if err != nil {
 		return err
 	}
 	if !o.apply {
-		if _, err := fmt.Fprint(a.stdout, postgresBackend{}.schemaSQL(schema, o.grants)); err != nil {
+		if _, err := fmt.Fprint(a.stdout, sch.SchemaSQL(schema, o.grants)); err != nil {
 			return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the SQL: %v", err)}
 		}
 		return nil
@@ -80,12 +90,11 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 	if err != nil {
 		return err
 	}
-	pg, ok := loc.Backend().(postgresBackend)
-	if !ok {
+	if _, ok := loc.Backend().(location.Schemer); !ok {
 		return usagef("point --ledger or IDEM_LEDGER at the PostgreSQL database (postgres://USER@HOST:PORT/DATABASE)",
 			"idem schema --apply is for a PostgreSQL ledger; a SQLite ledger makes its own schema")
 	}
-	res, err := pg.apply(ctx, loc.Value(), schema, o.grants)
+	res, err := sch.ApplySchema(ctx, loc.Value(), schema, o.grants)
 	if err != nil {
 		return err
 	}

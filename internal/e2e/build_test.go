@@ -5,6 +5,8 @@ package e2e
 // a build tag that gives internal/probe's points a meaning.
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,18 +36,38 @@ func moduleRoot(t testing.TB) string {
 
 // buildTagged builds the module's main package pkg ("." for idem, or a
 // path such as "./bench/cmd/floor") with -tags tags and returns the binary.
+// idem is built with idem-net beside it, which it hands PostgreSQL ledgers.
 func buildTagged(t *testing.T, tags, pkg string) string {
 	t.Helper()
 	goTool := needTool(t, "go")
-	name := filepath.Base(pkg)
+	dir := t.TempDir()
 	if pkg == "." {
-		name = "idem"
+		if err := buildIdems(goTool, moduleRoot(t), dir, tags); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, "idem")
 	}
-	bin := filepath.Join(t.TempDir(), name)
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	c := inherit(nil, goTool, "build", "-tags", tags, "-o", bin, pkg)
 	c.dir, c.timeout = moduleRoot(t), 10*time.Minute
 	output(t, c)
 	return bin
+}
+
+// buildIdems builds idem and idem-net (which idem hands PostgreSQL
+// ledgers, from beside it) from the module at root into dir, with -tags
+// tags.
+func buildIdems(goTool, root, dir, tags string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for name, pkg := range map[string]string{"idem": ".", "idem-net": "./cmd/idem-net"} {
+		c := exec.CommandContext(ctx, goTool, "build", "-tags", tags, "-o", filepath.Join(dir, name), pkg)
+		c.Dir = root
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build -tags %s %s: %v\n%s", tags, pkg, err, out)
+		}
+	}
+	return nil
 }
 
 // idemBin is idem as the test binary provides it (testscript.Main puts it

@@ -6,15 +6,11 @@ package e2e
 // ignores.
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // fleetBuild is the one testhooks build of idem per test process: a build
@@ -41,16 +37,11 @@ func fleetIdem(t *testing.T) string {
 			return
 		}
 		fleetBuild.dir = dir
-		bin := filepath.Join(dir, "idem")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		c := exec.CommandContext(ctx, goTool, "build", "-tags", "testhooks", "-o", bin, ".")
-		c.Dir = root
-		if out, err := c.CombinedOutput(); err != nil {
-			fleetBuild.err = fmt.Errorf("go build -tags testhooks: %v\n%s", err, out)
+		if err := buildIdems(goTool, root, dir, "testhooks"); err != nil {
+			fleetBuild.err = err
 			return
 		}
-		fleetBuild.bin = bin
+		fleetBuild.bin = filepath.Join(dir, "idem")
 	})
 	if fleetBuild.err != nil {
 		t.Fatal(fleetBuild.err)

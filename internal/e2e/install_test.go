@@ -228,8 +228,8 @@ func TestREADMEInstall(t *testing.T) {
 	if intro := strings.Join(strings.Fields(before[strings.LastIndex(before, "\n\n")+1:]), " "); !strings.Contains(intro, "once the module is published") {
 		t.Errorf("the go-install block's introduction does not say it works once the module is published: %q", intro)
 	}
-	if !strings.Contains(blocks["clone"], "CGO_ENABLED=0 go install .\n") {
-		t.Error("the from-clone block does not run 'CGO_ENABLED=0 go install .'")
+	if !strings.Contains(blocks["clone"], "CGO_ENABLED=0 go install . ./cmd/idem-net\n") {
+		t.Error("the from-clone block does not run 'CGO_ENABLED=0 go install . ./cmd/idem-net'")
 	}
 	for _, name := range []string{"go-install", "clone"} {
 		install := strings.Index(blocks[name], "go install ")
@@ -260,7 +260,8 @@ func TestREADMEInstall(t *testing.T) {
 		}
 		// /usr/local/bin is a private tmpfs: the block installs there as
 		// written, and nothing of it stays on the machine
-		script := "mount -t tmpfs tmpfs /usr/local/bin\n" + r.fill(blocks["archive"]) + "test -x /usr/local/bin/idem\n"
+		script := "mount -t tmpfs tmpfs /usr/local/bin\n" + r.fill(blocks["archive"]) + "test -x /usr/local/bin/idem\n" +
+			"test \"$(/usr/local/bin/idem-net --version)\" = \"$(idem --version)\"\n"
 		c := clean([]string{basePath(t, sudoShim(t), "/usr/local/bin")}, unshare, "--mount", "--propagation", "private", "/bin/bash", "-euc", script)
 		c.dir = dir
 		out := output(t, c)
@@ -308,8 +309,10 @@ func TestREADMEInstall(t *testing.T) {
 		c := clean([]string{basePath(t, sudoShim(t)), "DEBIAN_FRONTEND=noninteractive"}, "/bin/bash", "-euc", line)
 		c.dir, c.timeout = r.dir, 5*time.Minute
 		output(t, c)
-		if got := output(t, clean(nil, "/usr/bin/idem", "--version")); got != r.wantVersion() {
-			t.Fatalf("/usr/bin/idem --version = %q, want %q", got, r.wantVersion())
+		for _, bin := range []string{"/usr/bin/idem", "/usr/bin/idem-net"} {
+			if got := output(t, clean(nil, bin, "--version")); got != r.wantVersion() {
+				t.Fatalf("%s --version = %q, want %q", bin, got, r.wantVersion())
+			}
 		}
 		// cron's PATH finds it
 		home := t.TempDir()
@@ -334,9 +337,11 @@ func TestREADMEInstall(t *testing.T) {
 		ctr := strings.TrimSpace(output(t, inherit(nil, podman, "create", image)))
 		t.Cleanup(func() { run(t, inherit(nil, podman, "rm", ctr)) })
 		bin := t.TempDir()
-		output(t, inherit(nil, podman, "cp", ctr+":/usr/bin/idem", filepath.Join(bin, "idem")))
-		if !isStatic(t, filepath.Join(bin, "idem")) {
-			t.Error("the image's idem is not statically linked")
+		for _, name := range []string{"idem", "idem-net"} {
+			output(t, inherit(nil, podman, "cp", ctr+":/usr/bin/"+name, filepath.Join(bin, name)))
+			if !isStatic(t, filepath.Join(bin, name)) {
+				t.Errorf("the image's %s is not statically linked", name)
+			}
 		}
 		volume := t.TempDir()
 		env := []string{"PATH=" + bin + ":/usr/bin:/bin", "IDEM_LEDGER=" + filepath.Join(volume, "ledger.db")}
@@ -399,8 +404,10 @@ func TestREADMEInstall(t *testing.T) {
 		if out, want := output(t, c), "idem version "+v+"\n"; out != want {
 			t.Fatalf("the go-install block printed %q, want %q", out, want)
 		}
-		if !isStatic(t, filepath.Join(home, "go", "bin", "idem")) {
-			t.Error("go install with CGO_ENABLED=0 gave a dynamically linked idem")
+		for _, name := range []string{"idem", "idem-net"} {
+			if !isStatic(t, filepath.Join(home, "go", "bin", name)) {
+				t.Errorf("go install with CGO_ENABLED=0 gave a dynamically linked %s", name)
+			}
 		}
 	})
 
@@ -420,8 +427,10 @@ func TestREADMEInstall(t *testing.T) {
 		if !regexp.MustCompile(`^idem version v\S+`).MatchString(out) {
 			t.Fatalf("the from-clone block printed %q, want idem's version", out)
 		}
-		if !isStatic(t, filepath.Join(home, "go", "bin", "idem")) {
-			t.Error("the from-clone block installed a dynamically linked idem")
+		for _, name := range []string{"idem", "idem-net"} {
+			if !isStatic(t, filepath.Join(home, "go", "bin", name)) {
+				t.Errorf("the from-clone block installed a dynamically linked %s", name)
+			}
 		}
 	})
 }

@@ -29,12 +29,22 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/sqlite"
+	"github.com/idemhq/idem/internal/location"
+	"github.com/idemhq/idem/internal/location/filebackend"
+	"github.com/idemhq/idem/internal/location/pgbackend"
 )
+
+// fullIdem is what idem-net links: the scripts' in-process idem keeps
+// both kinds of ledger. (The built executables, idem and idem-net, and
+// the hand-off between them are tested in handoff_test.go.)
+func fullIdem() cmd.Linked {
+	return cmd.Linked{Backends: location.NewRegistry(pgbackend.Backend{}, filebackend.Backend{})}
+}
 
 // programs is every helper program, by the name scripts and tests run it as.
 func programs() map[string]func() {
 	return map[string]func(){
-		"idem": func() { os.Exit(cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"idem": func() { os.Exit(cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, fullIdem())) },
 
 		// simple commands for scripts
 		"echoargs": echoargs,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testedTag marks a documentation code block whose lines a testscript
@@ -186,3 +187,74 @@ func TestDocReportSchema(t *testing.T) {
 		t.Errorf("docs/operators.md's table does not give schema_version %s", v)
 	}
 }
+
+// TestREADMEFrontPage: the README is a front page, at most 15 KiB, whose
+// first screen holds the two set-up commands a newcomer needs: the one
+// that runs idem's main job on the default SQLite ledger, which runs here
+// verbatim in a fresh clone and home (the repeat replays), and the one
+// that runs the whole test suite.
+func TestREADMEFrontPage(t *testing.T) {
+	root := moduleRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(readme) > 15<<10 {
+		t.Errorf("README.md is %d bytes, more than 15 KiB: move reference material to docs/", len(readme))
+	}
+	lines := strings.Split(string(readme), "\n")
+	block := func(lead string) string {
+		t.Helper()
+		for i, l := range lines {
+			if !strings.HasPrefix(l, lead) {
+				continue
+			}
+			for j := i + 1; j < len(lines); j++ {
+				if lines[j] == "```sh" {
+					for k := j + 1; k < len(lines); k++ {
+						if lines[k] == "```" {
+							if k >= firstScreen {
+								t.Errorf("the %s block ends on line %d, past the first screen (%d lines)", lead, k+1, firstScreen)
+							}
+							return strings.Join(lines[j+1:k], "\n") + "\n"
+						}
+					}
+				}
+			}
+		}
+		t.Fatalf("README.md has no %s paragraph followed by a sh block", lead)
+		return ""
+	}
+	runIt, testIt := block("**Run it**"), block("**Test it**")
+	if !strings.Contains(testIt, "bash .ci/run") {
+		t.Errorf("the Test it block does not run the whole suite (bash .ci/run):\n%s", testIt)
+	}
+	if testing.Short() {
+		return
+	}
+	needGitCheckout(t)
+	goTool := needTool(t, "go")
+	needTool(t, "git")
+	home := t.TempDir()
+	env := []string{basePath(t), "HOME=" + home, "GOPATH=" + filepath.Join(home, "go"),
+		"GOMODCACHE=" + strings.TrimSpace(output(t, inherit(nil, goTool, "env", "GOMODCACHE"))),
+		"GOCACHE=" + strings.TrimSpace(output(t, inherit(nil, goTool, "env", "GOCACHE"))),
+		"GOPROXY=off", "GOTOOLCHAIN=local"}
+	script := strings.ReplaceAll(runIt, "<this repository>", root)
+	last := lines[0]
+	for _, l := range strings.Split(strings.TrimSpace(runIt), "\n") {
+		last = l
+	}
+	c := clean(env, "/bin/bash", "-euc", script+last+"\n")
+	c.dir, c.timeout = home, 10*time.Minute
+	p := run(t, c).expect(0)
+	if p.stdout != "hello\nhello\n" || !strings.Contains(p.stderr, "idem: replayed demo:hello") {
+		t.Errorf("the Run it block, and its last line again, printed %v; want hello twice, the second replayed", p)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "state", "idem", "ledger.db")); err != nil {
+		t.Errorf("no ledger at the default location the paragraph names: %v", err)
+	}
+}
+
+// firstScreen is how many lines of the README a newcomer sees first.
+const firstScreen = 40

@@ -683,5 +683,5 @@ func TestHostileInput(t *testing.T) {
 }
 
 func cmdMain(args []string, stdout, stderr io.Writer) int {
-	return cmd.Main(context.Background(), args, stdout, stderr)
+	return cmd.Main(context.Background(), args, stdout, stderr, fullIdem())
 }

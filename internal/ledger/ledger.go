@@ -552,3 +552,10 @@ func (e *StoreError) Error() string {
 }
 
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// CheckResult is what a ledger's check of its own pages found (idem
+// check): the pages it read, and the problems, one line each.
+type CheckResult struct {
+	Pages    int64
+	Problems []string
+}

@@ -10,6 +10,7 @@ package location
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
@@ -64,9 +65,11 @@ type Options struct {
 	Warn func(msg string)
 }
 
-// Registry is the backends idem links in, in the order they are asked.
+// Registry is the backends idem links in, in the order they are asked,
+// and the companions that keep the ledgers it does not link.
 type Registry struct {
-	backends []Backend
+	backends   []Backend
+	companions []Companion
 }
 
 // NewRegistry returns the registry of backends, asked in the order given:
@@ -76,16 +79,103 @@ func NewRegistry(backends ...Backend) *Registry {
 	return &Registry{backends: backends}
 }
 
+// Companion is another executable of idem's, installed beside this one,
+// that keeps ledgers this one does not link: idem, which links only
+// SQLite so that a run on a file pays for nothing else, hands an
+// invocation on a PostgreSQL database to idem-net whole.
+type Companion struct {
+	// Name is its file name, in this executable's directory.
+	Name string
+	// Claims reports whether value names a ledger it keeps. It only
+	// compares strings.
+	Claims func(value string) bool
+	// Kind names those ledgers for a message ("a PostgreSQL ledger").
+	Kind string
+}
+
+// WithCompanion returns r with c asked before its backends.
+func (r *Registry) WithCompanion(c Companion) *Registry {
+	r.companions = append(r.companions, c)
+	return r
+}
+
 // Lookup returns the Location of value: value and the first backend that
-// claims it; ErrUnclaimed when none does. It does not check value (see
-// Location.Check).
+// claims it; *ElsewhereError when a companion claims it; ErrUnclaimed when
+// none does. It does not check value (see Location.Check).
 func (r *Registry) Lookup(value string) (Location, error) {
+	for _, c := range r.companions {
+		if c.Claims(value) {
+			return Location{}, &ElsewhereError{Companion: c}
+		}
+	}
 	for _, b := range r.backends {
 		if b.Claims(value) {
 			return Location{value: value, backend: b}, nil
 		}
 	}
 	return Location{}, ErrUnclaimed
+}
+
+// Schemer is a backend whose ledgers have a schema that their owner
+// applies ('idem schema').
+type Schemer interface {
+	Backend
+	// SchemaName is the schema getenv names, checked, or the default.
+	SchemaName(getenv func(string) string) (string, error)
+	// SchemaSQL is the DDL of schema, with the grants of roles.
+	SchemaSQL(schema string, roles []string) string
+	// ApplySchema creates or migrates schema in the ledger at value, and
+	// grants roles the runtime rights.
+	ApplySchema(ctx context.Context, value, schema string, roles []string) (*Applied, error)
+}
+
+// Applied is what Schemer.ApplySchema did.
+type Applied struct {
+	Schema        string
+	Before, After int // schema versions; Before 0: created
+	// Rehomed: the ledger had been restored from another database, and
+	// its fencing tokens were moved past any handed out there.
+	Rehomed bool
+}
+
+// Schemer returns the first backend that is a Schemer; none linked: the
+// *ElsewhereError of the first companion, which keeps what this
+// executable does not (nil, nil: neither).
+func (r *Registry) Schemer() (Schemer, error) {
+	for _, b := range r.backends {
+		if s, ok := b.(Schemer); ok {
+			return s, nil
+		}
+	}
+	if len(r.companions) > 0 {
+		return nil, &ElsewhereError{Companion: r.companions[0]}
+	}
+	return nil, nil
+}
+
+// ElsewhereError is Lookup's error for a location that a companion
+// keeps: the invocation is the companion's to run.
+type ElsewhereError struct {
+	Companion Companion
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("%s is kept by %s, not by this executable", e.Companion.Kind, e.Companion.Name)
+}
+
+// UsageError is a backend's error for a location that names no ledger it
+// can open because of how it is written: the user's to fix, as Hint says.
+type UsageError struct {
+	Err  error
+	Hint string
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a *UsageError with hint and the message format makes.
+func Usagef(hint, format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...), Hint: hint}
 }
 
 // ErrUnclaimed is Lookup's error for a value that no backend claims.

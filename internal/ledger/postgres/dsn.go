@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/pgdsn"
 )
 
 // The forms of a DSN: a postgres:// or postgresql:// URL, or libpq's
@@ -21,43 +22,18 @@ import (
 // take for a connection string never names a SQLite file.
 
 // IsDSN reports whether a --ledger value names a PostgreSQL database
-// rather than a file: a postgres:// or postgresql:// URL, or a value that
-// starts as libpq's keyword/value form does (a word of letters, digits and
-// underscores, then '='), or one of nothing but spaces (libpq reads it as
-// a connection string with every default). CheckDSN says whether idem can
-// use it.
-func IsDSN(s string) bool {
-	return isURL(s) || looksKeywordValue(s)
-}
-
-func isURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
-// looksKeywordValue: libpq's keywords are all such words, so every string
-// libpq reads as keyword/value starts like this; a path ("./a=b.db",
-// "/srv/run=1/ledger.db") does not.
-func looksKeywordValue(s string) bool {
-	s = strings.TrimLeft(s, spaces)
-	if s == "" {
-		return true
-	}
-	i := 0
-	for i < len(s) && (s[i] == '_' || 'a' <= s[i] && s[i] <= 'z' || 'A' <= s[i] && s[i] <= 'Z' || i > 0 && '0' <= s[i] && s[i] <= '9') {
-		i++
-	}
-	return i > 0 && strings.HasPrefix(strings.TrimLeft(s[i:], spaces), "=")
-}
+// rather than a file (pgdsn.Is). CheckDSN says whether idem can use it.
+func IsDSN(s string) bool { return pgdsn.Is(s) }
 
 // spaces are what libpq skips between keyword/value pairs (isspace).
-const spaces = " \t\n\r\v\f"
+const spaces = pgdsn.Spaces
 
 // CheckDSN returns why a keyword/value DSN (see IsDSN) cannot be used: it
 // does not parse as libpq reads it, names nothing, or has a keyword idem
 // does not know. The error never quotes a value, nor a word that follows a
 // password. URLs are checked when they are opened: nil.
 func CheckDSN(s string) error {
-	if isURL(s) {
+	if pgdsn.IsURL(s) {
 		return nil
 	}
 	pairs, err := parseKeywordValue(s)
@@ -220,7 +196,7 @@ func formatKeywordValue(pairs []kvPair) string {
 // holds an '@' past its user info (an unencoded character in the
 // password), where nothing can be taken out reliably.
 func WithoutPassword(dsn string) (clean string, had, ok bool) {
-	if !isURL(dsn) {
+	if !pgdsn.IsURL(dsn) {
 		pairs, err := parseKeywordValue(dsn)
 		if err != nil {
 			return "", false, false
@@ -288,7 +264,7 @@ func redactDSN(dsn string) string {
 	if clean, _, ok := WithoutPassword(dsn); ok {
 		return clean
 	}
-	if isURL(dsn) {
+	if pgdsn.IsURL(dsn) {
 		scheme, _, _ := strings.Cut(dsn, "://")
 		return scheme + "://(unparsable)"
 	}
@@ -298,7 +274,7 @@ func redactDSN(dsn string) string {
 // dsnSetting returns the value dsn gives key (a URL's query parameter, or
 // a keyword), and whether it gives one.
 func dsnSetting(dsn, key string) (string, bool) {
-	if isURL(dsn) {
+	if pgdsn.IsURL(dsn) {
 		u, err := url.Parse(dsn)
 		if err != nil || !u.Query().Has(key) {
 			return "", false
@@ -320,7 +296,7 @@ func dsnSetting(dsn, key string) (string, bool) {
 // '%' that starts no escape): the usual reason a URL with a password does
 // not parse, or names a host that is part of the password.
 func badURLChars(dsn string) bool {
-	if !isURL(dsn) {
+	if !pgdsn.IsURL(dsn) {
 		return false
 	}
 	_, rest, _ := strings.Cut(dsn, "://")
@@ -346,7 +322,7 @@ const encodeHint = "percent-encode special characters in the password (@ as %40,
 // wrong, and without a password from a password file libpq would ignore
 // (ignored names it).
 func parseConfig(dsn, desc string) (cfg *pgxpool.Config, ignored string, err error) {
-	if _, _, ok := WithoutPassword(dsn); !ok && isURL(dsn) {
+	if _, _, ok := WithoutPassword(dsn); !ok && pgdsn.IsURL(dsn) {
 		return nil, "", &ledger.StoreError{Op: "open", Path: desc,
 			Err:  fmt.Errorf("invalid PostgreSQL DSN: an '@' after the host (an unencoded character in the password?)"),
 			Hint: encodeHint}
@@ -358,7 +334,7 @@ func parseConfig(dsn, desc string) (cfg *pgxpool.Config, ignored string, err err
 		switch {
 		case strings.Contains(err.Error(), "failed to configure TLS"):
 			se.Hint = "check sslmode, sslrootcert, sslcert and sslkey in the DSN (or PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY)"
-		case !isURL(dsn):
+		case !pgdsn.IsURL(dsn):
 			se.Hint = "write the ledger as host=HOST port=PORT dbname=DATABASE user=USER with libpq's keywords and values (see 'idem --help')"
 		case badURLChars(dsn):
 			se.Hint = encodeHint

@@ -12,21 +12,14 @@ import (
 // say what is damaged; a restore is the answer to one or to thousands.
 const maxProblems = 20
 
-// CheckResult is what Check found: the pages it read, and the problems
-// SQLite's integrity_check reported (at most maxProblems).
-type CheckResult struct {
-	Pages    int64
-	Problems []string
-}
-
 // Check runs SQLite's PRAGMA integrity_check over the whole ledger, in one
 // read transaction (runs go on meanwhile): every page of every table and
 // index, the free list, and that each index matches its table. It reads
 // the whole file: seconds for a ledger of hundreds of megabytes. A damaged
 // ledger returns its result and a *StoreError that says how to recover;
 // one too damaged to be read returns only the error (corrupt).
-func (s *Ledger) Check(ctx context.Context) (*CheckResult, error) {
-	var r CheckResult
+func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
+	var r ledger.CheckResult
 	if err := s.conn.QueryRowContext(ctx, `SELECT page_count FROM pragma_page_count()`).Scan(&r.Pages); err != nil {
 		return nil, s.checkErr(err)
 	}

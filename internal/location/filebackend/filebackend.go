@@ -1,4 +1,7 @@
-package cmd
+// Package filebackend is the location.Backend of ledger files on this
+// host (SQLite): every location that no other backend claims is a file's
+// path.
+package filebackend
 
 import (
 	"context"
@@ -11,25 +14,24 @@ import (
 	"github.com/idemhq/idem/internal/location"
 )
 
-// sqliteBackend is a ledger file on this host: every location that no
-// other backend claims is a file's path.
-type sqliteBackend struct{}
+// Backend is a ledger file on this host.
+type Backend struct{}
 
-var _ location.Backend = sqliteBackend{}
+var _ location.Backend = Backend{}
 
-func (sqliteBackend) Claims(string) bool { return true }
+func (Backend) Claims(string) bool { return true }
 
 // Check refuses a URL that names no ledger idem knows: it is no file's
 // name a user means.
-func (sqliteBackend) Check(path string) error {
+func (Backend) Check(path string) error {
 	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsRune(scheme, '/') {
-		return usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
+		return location.Usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
 			"unsupported ledger URL scheme %q", scheme)
 	}
 	return nil
 }
 
-func (sqliteBackend) Open(ctx context.Context, path string, o location.Options) (ledger.Ledger, error) {
+func (Backend) Open(ctx context.Context, path string, o location.Options) (ledger.Ledger, error) {
 	// Root uses another user's ledger only when asked to, each time: an
 	// environment variable, so that it reaches every command that opens
 	// the ledger, and sudo's env_reset keeps a login shell's out.
@@ -49,7 +51,7 @@ func (sqliteBackend) Open(ctx context.Context, path string, o location.Options) 
 
 // Describe is the file's absolute path; a URL that Check refuses is shown
 // without its password.
-func (sqliteBackend) Describe(path string) string {
+func (Backend) Describe(path string) string {
 	if u, err := url.Parse(path); err == nil && u.Scheme != "" && strings.Contains(path, "://") {
 		if u.User != nil {
 			u.User = url.User(u.User.Username())
@@ -69,15 +71,15 @@ func (sqliteBackend) Describe(path string) string {
 	return path
 }
 
-func (sqliteBackend) WithoutPassword(path string) (string, bool, bool) { return path, false, true }
+func (Backend) WithoutPassword(path string) (string, bool, bool) { return path, false, true }
 
-func (sqliteBackend) AuthFailed(error) bool { return false }
+func (Backend) AuthFailed(error) bool { return false }
 
-func (sqliteBackend) Shared() bool { return false }
+func (Backend) Shared() bool { return false }
 
 // RunLockPath is beside the ledger file.
-func (sqliteBackend) RunLockPath(l ledger.Ledger, _ func() string) string {
+func (Backend) RunLockPath(l ledger.Ledger, _ func() string) string {
 	return l.Describe() + ".runlock"
 }
 
-func (sqliteBackend) CheckBackup() error { return nil }
+func (Backend) CheckBackup() error { return nil }

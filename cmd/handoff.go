@@ -1,0 +1,30 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/location"
+)
+
+// handOff runs this invocation in the companion c instead, in this
+// process (execve): the same pid, arguments, environment and descriptors,
+// and whatever signals idem's parent set to be ignored (nohup), since no
+// handler has been installed yet. It is called before anything is read
+// from stdin, written, or opened. It returns only when the companion could
+// not be run: it is looked for in this executable's own directory, where
+// every way of installing idem puts both.
+func (a *app) handOff(c location.Companion) error {
+	self, err := os.Executable()
+	if err != nil {
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("%s is kept by %s, and idem cannot find its own executable to look for it beside: %v", c.Kind, c.Name, err)}
+	}
+	path := filepath.Join(filepath.Dir(self), c.Name)
+	err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)
+	return &exitError{code: exitcode.IOErr,
+		msg:  fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err),
+		hint: fmt.Sprintf("install %s from the same idem release into %s (each release archive and package has both; from source: go install ./cmd/%s)", c.Name, filepath.Dir(self), c.Name)}
+}

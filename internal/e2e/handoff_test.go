@@ -1,0 +1,145 @@
+package e2e
+
+// idem links only the SQLite ledger; an invocation on a PostgreSQL ledger
+// is handed whole to idem-net, installed beside it, in the same process.
+// These tests run the two executables as built, as a release ships them.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLeanIdemLinksNoNetworkClient: the executable that runs a ledger
+// file links no PostgreSQL driver and no HTTP client, whose package
+// initialisation every run would pay; idem-net links the driver.
+func TestLeanIdemLinksNoNetworkClient(t *testing.T) {
+	idem := buildTagged(t, "", ".")
+	goTool := needTool(t, "go")
+	for _, tc := range []struct {
+		bin  string
+		deps []string // module or package paths in the build info
+		want bool
+	}{
+		{idem, []string{"github.com/jackc/pgx/v5", "github.com/jackc/pgconn"}, false},
+		{filepath.Join(filepath.Dir(idem), "idem-net"), []string{"github.com/jackc/pgx/v5"}, true},
+	} {
+		info := runIn(t, "", nil, goTool, "version", "-m", tc.bin)
+		for _, dep := range tc.deps {
+			if got := strings.Contains(info, "\tdep\t"+dep+"\t"); got != tc.want {
+				t.Errorf("%s links %s: %v, want %v", filepath.Base(tc.bin), dep, got, tc.want)
+			}
+		}
+	}
+	syms := runIn(t, "", nil, goTool, "tool", "nm", idem)
+	for _, pkg := range []string{"net/http.", "crypto/tls.", "github.com/jackc/"} {
+		if strings.Contains(syms, " "+pkg) {
+			t.Errorf("idem links %s*", pkg)
+		}
+	}
+}
+
+// TestHandOffToIdemNet: a run on a PostgreSQL ledger started as idem runs
+// in idem-net as the same process (the pid the ledger records as the
+// owner is the one idem was started as), records, replays, and a nested
+// idem gets the ledger without its password.
+func TestHandOffToIdemNet(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	idem := buildTagged(t, "", ".")
+	dir := t.TempDir()
+	env := []string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1", "XDG_STATE_HOME=" + dir}
+	job := []string{"run", "--key", "handoff:one", "--", "sh", "-c", `echo "$PPID $IDEM_LEDGER" > "$0"; echo ran`, filepath.Join(dir, "seen")}
+	c := inherit(env, idem, job...)
+	c.dir = dir
+	p := run(t, c).expect(0)
+	if p.stdout != "ran\n" {
+		t.Errorf("stdout %q, want ran", p.stdout)
+	}
+	seen := strings.Fields(readFile(filepath.Join(dir, "seen")))
+	if len(seen) != 2 || seen[0] != strconv.Itoa(p.pid()) {
+		t.Errorf("the command's parent and IDEM_LEDGER: %q; want pid %d, the process idem was started as", seen, p.pid())
+	}
+	if pw := pgPassword(dsn); pw != "" && strings.Contains(seen[len(seen)-1], pw) {
+		t.Errorf("the command got the ledger's password in IDEM_LEDGER: %q", seen)
+	}
+	var owner int
+	if err := db.QueryRow(context.Background(), `SELECT owner_pid FROM idem.records WHERE key = 'handoff:one'`).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if owner != p.pid() {
+		t.Errorf("the ledger records owner pid %d, want %d", owner, p.pid())
+	}
+	r := run(t, c).expect(0)
+	if r.stdout != "ran\n" || !strings.Contains(r.stderr, "replayed") {
+		t.Errorf("the repeat did not replay: %v", r)
+	}
+	// idem schema is PostgreSQL's: handed off too
+	s := run(t, inherit(env, idem, "schema")).expect(0)
+	if !strings.Contains(s.stdout, "CREATE TABLE") {
+		t.Errorf("idem schema printed no DDL: %v", s)
+	}
+}
+
+// TestHandOffWithoutIdemNet: an idem installed without idem-net beside it
+// says what is missing and where it belongs (74), and runs nothing; a
+// ledger file needs no idem-net.
+func TestHandOffWithoutIdemNet(t *testing.T) {
+	built := buildTagged(t, "", ".")
+	dir := t.TempDir()
+	idem := filepath.Join(dir, "idem")
+	if b, err := os.ReadFile(built); err != nil || os.WriteFile(idem, b, 0o755) != nil {
+		t.Fatal(err)
+	}
+	env := []string{"IDEM_LEDGER=postgres://u@127.0.0.1:1/db", "NO_COLOR=1"}
+	p := run(t, inherit(env, idem, "run", "--key", "handoff:none", "--", "touch", filepath.Join(dir, "ran"))).expect(74)
+	if !strings.Contains(p.stderr, "idem: error: a PostgreSQL ledger needs idem-net beside "+idem) ||
+		!strings.Contains(p.stderr, "idem: hint: install idem-net") {
+		t.Errorf("no error naming idem-net and where it belongs: %v", p)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Errorf("the command ran")
+	}
+	run(t, inherit([]string{"IDEM_LEDGER=" + filepath.Join(dir, "l.db")}, idem, "run", "--key", "handoff:file", "--", "true")).expect(0)
+}
+
+// TestHandOffKeepsIgnoredHangup: under nohup, SIGHUP stays ignored across
+// the hand-off (idem installs no handler before it), so a hangup neither
+// stops the run nor reaches the command.
+func TestHandOffKeepsIgnoredHangup(t *testing.T) {
+	dsn, _ := pgDatabase(t)
+	idem := buildTagged(t, "", ".")
+	nohup := needTool(t, "nohup")
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	c := inherit([]string{"IDEM_LEDGER=" + dsn, "XDG_STATE_HOME=" + dir}, nohup, idem, "run", "--key", "handoff:nohup", "--",
+		"sh", "-c", `touch "$0"; sleep 1; echo done`, ready)
+	c.dir = dir
+	p := start(t, c)
+	for end := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the command never started: %v", p.wait())
+		}
+	}
+	if got := procName(p.pid()); got != "idem-net" {
+		t.Errorf("the run's process is %q, want idem-net (handed off in place)", got)
+	}
+	p.send(syscall.SIGHUP)
+	p.wait().expect(0)
+	if p.stdout != "done\n" {
+		t.Errorf("the command did not finish after SIGHUP: %v", p)
+	}
+}
+
+// procName is the name of process pid's executable (its comm).
+func procName(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}
