@@ -18,6 +18,7 @@ pg=${PG:-${IDEM_TEST_POSTGRES:?set PG or IDEM_TEST_POSTGRES}}
 pgb=${PGB:-${IDEM_TEST_PGBOUNCER:?set PGB or IDEM_TEST_PGBOUNCER}}
 n=${N:-200}
 CGO_ENABLED=0 go build -o "$out/idem" .
+CGO_ENABLED=0 go build -o "$out/idem-net" ./cmd/idem-net # idem hands it the PostgreSQL ledger
 go build -o "$out/timeit" ./bench/cmd/timeit
 idem=$out/idem
 db=$work/pg-bench.db
