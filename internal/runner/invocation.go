@@ -84,14 +84,16 @@ func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result,
 		inv.res.Ran++
 		inv.res.ExitCode = end.code
 		if final {
-			return inv.done(ctx, status, end)
+			res, err := inv.done(ctx, status, end)
+			return res, inv.ended(end, res, err)
 		}
 		ok, err := inv.next(ctx, end)
 		if err != nil {
 			return nil, inv.lapse(ctx, err, inv.n, end)
 		}
 		if !ok {
-			return inv.done(ctx, status, end)
+			res, err := inv.done(ctx, status, end)
+			return res, inv.ended(end, res, err)
 		}
 	}
 }
@@ -170,6 +172,7 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 		return false, asLeaseLost(inv.plain("record the attempt", err), o.Key, false)
 	}
 	probe.At("after-end-attempt")
+	inv.tellEnd(end, ledger.StatusRetryable, delay)
 	if end.held != nil {
 		if o.StderrFinal {
 			end.held.discard()
@@ -213,6 +216,43 @@ func (inv *invocation) next(ctx context.Context, end *attemptEnd) (bool, error) 
 		return false, err
 	}
 	return true, inv.plain("start the attempt", inv.claimNext(ctx))
+}
+
+// tellStart tells Options.Attempted that the current attempt's command
+// has started.
+func (inv *invocation) tellStart() {
+	if inv.o.Attempted != nil {
+		inv.o.Attempted(AttemptReport{Key: inv.o.Key, Token: inv.token, Attempt: inv.n, MaxAttempts: inv.o.MaxAttempts})
+	}
+}
+
+// tellEnd tells Options.Attempted that the current attempt ended as end,
+// recorded with the key left status; delay is the backoff before the
+// next attempt (0: none).
+func (inv *invocation) tellEnd(end *attemptEnd, status ledger.Status, delay time.Duration) {
+	if inv.o.Attempted == nil || end.told {
+		return
+	}
+	end.told = true
+	r := AttemptReport{Key: inv.o.Key, Token: inv.token, Attempt: inv.n, MaxAttempts: inv.o.MaxAttempts, Ended: true,
+		ExitCode: end.code, Class: end.class, Status: status, Delay: delay, Signal: end.signal, TimedOut: end.timedOut}
+	if end.stdout != nil {
+		r.Stdout, r.StdoutCut = end.stdout.buf, end.stdout.truncated
+		r.Stderr = end.stderr.buf
+		if end.stderr.truncated {
+			r.Stderr = end.stderr.Tail()
+		}
+	}
+	inv.o.Attempted(r)
+}
+
+// ended tells Options.Attempted of end, which done recorded (res, err),
+// unless it failed, and returns err.
+func (inv *invocation) ended(end *attemptEnd, res *Result, err error) error {
+	if err == nil {
+		inv.tellEnd(end, res.Status, 0)
+	}
+	return err
 }
 
 // mayStart says why the first attempt must not start: idem was signalled

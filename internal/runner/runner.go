@@ -78,6 +78,12 @@ type Options struct {
 	// --wait, and when either is over (EventResume), so that the command
 	// line can show a status line. The runner itself prints nothing.
 	Progress func(Event)
+	// Attempted, when set, is told when an attempt's command has started
+	// and when the attempt's end is recorded (a monitor's pings); never
+	// for a command idem could not start, nor for an end it could not
+	// record. It is called on the run's path, while the command runs: it
+	// must not block, nor keep the report's output past its return.
+	Attempted func(AttemptReport)
 	// Stdin is given to the child as is (--stdin pass); SpooledStdin, when
 	// non-nil, is given whole to every attempt instead (--stdin spool).
 	Stdin        *os.File
@@ -115,6 +121,37 @@ type Event struct {
 	Delay       time.Duration
 	Waited      time.Duration
 	Holder      ledger.Owner
+}
+
+// AttemptReport is what Options.Attempted is told of an attempt.
+type AttemptReport struct {
+	Key         string
+	Token       int64 // the fencing token of the invocation that ran it
+	Attempt     int
+	MaxAttempts int
+	// Ended: the attempt is over and its end recorded; else its command
+	// has just started, and the rest is unset.
+	Ended    bool
+	ExitCode int
+	Class    string        // ledger.Class*
+	Status   ledger.Status // the key's, as recorded at the end
+	// Delay is the backoff before the next attempt, which this
+	// invocation starts unless a signal or the deadline stops it; 0:
+	// none follows here.
+	Delay    time.Duration
+	Signal   syscall.Signal // idem was interrupted
+	TimedOut bool           // idem stopped it at --timeout or the deadline
+	// Stdout is the attempt's stdout as captured (its first --max-output
+	// bytes; StdoutCut: there was more), Stderr the end of its stderr;
+	// both nil with NoOutput.
+	Stdout, Stderr []byte
+	StdoutCut      bool
+}
+
+// Final reports whether the end is the key's outcome: succeeded, or
+// failed for good.
+func (r AttemptReport) Final() bool {
+	return r.Ended && r.Status != ledger.StatusRetryable
 }
 
 func (o Options) progress(e Event) {

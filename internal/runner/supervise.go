@@ -55,6 +55,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 		return nil, err
 	}
 	probe.At("after-child-start")
+	inv.tellStart()
 	end.tty = c.tty >= 0
 	exited := make(chan int, 1)
 	go func() { exited <- c.wait() }()

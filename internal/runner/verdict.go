@@ -27,6 +27,7 @@ type attemptEnd struct {
 	stderr     *capture
 	held       *spool // --stdout final
 	heldErr    *spool // --stderr final
+	told       bool   // Options.Attempted was told of the end
 }
 
 // source says whose code the attempt's is: idem's when it stopped the
