@@ -10,6 +10,7 @@ import (
 )
 
 func newKeyCmd(a *app) *cobra.Command {
+	var per periodFlags
 	c := &cobra.Command{
 		Use:   "key PART...",
 		Short: "Build a valid key from arbitrary parts",
@@ -31,13 +32,26 @@ all the parts, length-prefixed. So:
 An empty part is a usage error (exit 64): it is almost always an unset
 variable ("$EVENT_ID"), and would give every such call one shared key.
 
+--period adds the label of the period now is in, in the local time zone
+or --tz, as the last part: 2026-12-03T14 (hour), 2026-12-03 (day),
+2026-W49 (ISO week), 2026-12 (month). Every label names one span of real
+time: a day with a clock change is 23 or 25 hours long; the hour that
+clocks going back repeat is two periods, the second labelled 2026-11-01T01b.
+--at TIME (RFC 3339) gives the label of another instant: a backfill, a test.
+
 Put '--' before parts that start with '-'.`,
 		Example: `  # a key per pipeline, branch and step
   idem run --key "$(idem key deploy "$CI_PIPELINE_ID" "$BRANCH")" -- ./deploy.sh
 
   # event ids with characters keys do not allow
   idem key webhook 'evt/2026 12/#42'
-  webhook:evt_2026_12__42::47729443def5c046`,
+  webhook:evt_2026_12__42::47729443def5c046
+
+  # once per day, without date(1) and cron's % escape
+  idem key --period day backup
+  backup:2026-12-03
+  idem key --period week --tz Europe/Berlin --at 2026-12-31T23:30:00Z report
+  report:2026-W53`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -49,15 +63,28 @@ Put '--' before parts that start with '-'.`,
 						"part %d of %d is empty", i+1, len(args))
 				}
 			}
+			if on, err := per.set(); err != nil {
+				return err
+			} else if on {
+				label, err := per.label(a)
+				if err != nil {
+					return err
+				}
+				args = append(args, label)
+			}
 			if _, err := fmt.Fprintln(a.stdout, key.Build(args...)); err != nil {
 				return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the key: %v", err)}
 			}
 			return nil
 		},
 	}
+	unitHelp, tzHelp := periodHelp()
+	c.Flags().StringVar(&per.unit, "period", "", unitHelp)
+	c.Flags().StringVar(&per.tz, "tz", "", tzHelp)
+	c.Flags().StringVar(&per.at, "at", "", "the instant whose period --period names, in RFC 3339 (2026-12-03T14:00:00Z); default now")
 	c.SetHelpTemplate(exitSection(
 		exitLine{exitcode.OK, "printed the key"},
-		exitLine{exitcode.Usage, "usage: no PART, or an empty one"},
+		exitLine{exitcode.Usage, "usage: no PART, or an empty one; a bad --period, --tz or --at"},
 	))
 	return c
 }
