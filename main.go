@@ -4,8 +4,9 @@
 // per key, records the result in a ledger and replays it for every repeat.
 //
 // It links only the SQLite ledger, so that a run on a ledger file pays for
-// nothing else at start-up; an invocation on a PostgreSQL ledger is handed
-// to idem-net (cmd/idem-net), installed beside it.
+// nothing else at start-up; an invocation on a PostgreSQL ledger, and a
+// run with monitor pings, is handed to idem-net (cmd/idem-net), installed
+// beside it.
 //
 // It builds on Linux, macOS and FreeBSD; on Windows the build stops at
 // unsupported_windows.go.

@@ -20,7 +20,7 @@ import (
 func (a *app) handOff(c location.Companion) error {
 	self, err := os.Executable()
 	if err != nil {
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("%s is kept by %s, and idem cannot find its own executable to look for it beside: %v", c.Kind, c.Name, err)}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("%s needs %s, and idem cannot find its own executable to look for it beside: %v", c.Kind, c.Name, err)}
 	}
 	path := filepath.Join(filepath.Dir(self), c.Name)
 	err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)

@@ -198,7 +198,8 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 // (into the ledger's stored output) or hand it on. A nested idem reaches
 // the same ledger with the password from PGPASSWORD or a PGPASSFILE,
 // which, as every PG* variable, pass through untouched: they may be the
-// command's own.
+// command's own. IDEM_PING_URL does not pass: it is a secret, and the
+// pings are this run's (a nested idem run pings only if told to).
 func (a *app) childEnviron(env []string, loc location.Location) []string {
 	v := loc.Value()
 	if !loc.Shared() && !filepath.IsAbs(v) {
@@ -215,6 +216,9 @@ func (a *app) childEnviron(env []string, loc location.Location) []string {
 	}
 	out, set := make([]string, 0, len(env)+1), false
 	for _, kv := range env {
+		if strings.HasPrefix(kv, "IDEM_PING_URL=") {
+			continue // a secret (anyone with it can ping), and this run's, not the command's
+		}
 		if !strings.HasPrefix(kv, "IDEM_LEDGER=") {
 			out = append(out, kv)
 		} else if !set {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/location"
+	"github.com/idemhq/idem/internal/monitor"
 )
 
 // version and commit are set at link time (-ldflags "-X
@@ -42,6 +43,9 @@ type app struct {
 	// nothing is opened to parse flags or print help. A ledger it names
 	// a companion for is handed to that executable (handOff).
 	backends *location.Registry
+	// dial sends monitor pings; nil when this executable links no HTTP
+	// client, and a run with a ping URL is handed to its companion.
+	dial monitor.Dialer
 	// argv0 and args are the process's command line, for handOff.
 	argv0 string
 	args  []string
@@ -56,14 +60,16 @@ type app struct {
 // clock, and what this executable of idem's links in.
 func newApp(args []string, stdout, stderr io.Writer, linked Linked) *app {
 	return &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ(),
-		argv0: os.Args[0], args: args, now: time.Now, backends: linked.Backends, colorFlag: "auto"}
+		argv0: os.Args[0], args: args, now: time.Now, backends: linked.Backends, dial: linked.Ping, colorFlag: "auto"}
 }
 
 // Linked is what an executable of idem's links in beside its command
 // line: the ledger backends, and the companion executables that keep
-// what it does not link.
+// what it does not link; and the sender of monitor pings, which idem
+// leaves to idem-net (nil: a run with pings goes to the companion).
 type Linked struct {
 	Backends *location.Registry
+	Ping     monitor.Dialer
 }
 
 // Main runs idem with args and returns the process exit code. It is the only

@@ -46,6 +46,9 @@ type runOptions struct {
 	fingerprintEnv []string
 	quiet          bool
 	report         string // --report FILE
+	period         periodFlags
+	ping           string // --ping URL
+	pingSet        bool
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -84,6 +87,7 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 			o.graceSet = c.Flags().Changed("kill-grace")
 			o.leaseSet = c.Flags().Changed("lease")
 			o.codesSet = c.Flags().Changed("success-codes") && c.Flags().Changed("transient-codes")
+			o.pingSet = c.Flags().Changed("ping")
 			if err := checkReport(o.report); err != nil {
 				return err
 			}
@@ -134,6 +138,10 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.BoolVar(&o.NoOutput, "no-output", false, "store no output (for commands that print secrets)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no idem: notices (errors still print)")
 	f.StringVar(&o.report, "report", "", "write a JSON summary of this invocation to FILE, also on replay and failure (see docs/operators.md)")
+	unitHelp, tzHelp := periodHelp()
+	f.StringVar(&o.period.unit, "period", "", unitHelp)
+	f.StringVar(&o.period.tz, "tz", "", tzHelp)
+	f.StringVar(&o.ping, "ping", "", "send healthchecks.io pings to URL ({key} and {group} replaced): /start, then the exit status of the key's outcome, or /log for an attempt left to be retried; none for a replay (default $IDEM_PING_URL, which ps does not show)")
 	lazyHelpTemplate(c, func() string { return helpTemplate() + detailsHelp(runDetails()) + runExitStatusHelp() })
 	return c
 }
@@ -266,7 +274,25 @@ func overlap(a, b flagval.CodeSet) (int, bool) {
 // runRun runs one invocation and returns the runner's result and the code
 // idem exits with, or the error that stopped it.
 func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, error) {
-	if err := o.check(a.sharedLedger()); err != nil {
+	shared := a.sharedLedger() // hands a PostgreSQL ledger to idem-net
+	tpl, pinging, err := o.pingTemplate(a)
+	if err != nil {
+		return nil, 0, err
+	}
+	if pinging && a.dial == nil {
+		// Before anything is read, written or caught, as for a ledger.
+		return nil, 0, a.pingElsewhere()
+	}
+	if on, err := o.period.set(); err != nil {
+		return nil, 0, err
+	} else if on {
+		label, err := o.period.label(a)
+		if err != nil {
+			return nil, 0, err
+		}
+		o.Key += ":" + label
+	}
+	if err := o.check(shared); err != nil {
 		return nil, 0, err
 	}
 	if err := key.CheckParts(o.Key); err != nil {
@@ -314,9 +340,23 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	}
 	ro.Stdin, ro.SpooledStdin, ro.Stdout, ro.Stderr = a.stdin, spooled, a.stdout, stderr
 	ro.Progress = newProgress(a.stderr, a.watched(a.stderr), o.quiet, stderr.startLine)
+	var pings *pinger
+	if pinging {
+		if pings, err = a.newPinger(tpl, o.Key, l, o.NoOutput); err != nil {
+			return nil, 0, err
+		}
+		ro = withPings(ro, pings)
+	}
 	res, err := r.Run(ctx, ro)
 	if err != nil {
-		return nil, 0, runError(err, ro, ledger.NowOf(l, a.now))
+		err = runError(err, ro, ledger.NowOf(l, a.now))
+	}
+	if pings != nil {
+		pings.finish(res, err)
+		defer pings.close(u, sigs)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	for _, w := range res.Warnings {
 		u.warnf("%s", w)

@@ -1,9 +1,10 @@
 //go:build !windows
 
 // Command idem-net is idem with the PostgreSQL ledger linked in beside the
-// SQLite one. idem hands it every invocation on a PostgreSQL ledger
-// (location.Companion), in the same process, so that idem itself links
-// no network client and starts as fast as a run on a ledger file allows.
+// SQLite one, and an HTTP client for monitor pings. idem hands it every
+// invocation on a PostgreSQL ledger (location.Companion) and every run
+// with a ping URL, in the same process, so that idem itself links no
+// network client and starts as fast as a run on a ledger file allows.
 // It takes the same arguments as idem, and is installed beside it.
 package main
 
@@ -15,13 +16,14 @@ import (
 	"github.com/idemhq/idem/internal/location"
 	"github.com/idemhq/idem/internal/location/filebackend"
 	"github.com/idemhq/idem/internal/location/pgbackend"
+	"github.com/idemhq/idem/internal/ping"
 	"github.com/idemhq/idem/internal/probe"
 )
 
 func main() {
 	probe.At("main")
 	backends := location.NewRegistry(pgbackend.Backend{}, filebackend.Backend{})
-	code := cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, cmd.Linked{Backends: backends})
+	code := cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, cmd.Linked{Backends: backends, Ping: ping.New})
 	probe.Exit()
 	os.Exit(code)
 }

@@ -32,13 +32,14 @@ import (
 	"github.com/idemhq/idem/internal/location"
 	"github.com/idemhq/idem/internal/location/filebackend"
 	"github.com/idemhq/idem/internal/location/pgbackend"
+	"github.com/idemhq/idem/internal/ping"
 )
 
 // fullIdem is what idem-net links: the scripts' in-process idem keeps
-// both kinds of ledger. (The built executables, idem and idem-net, and
+// both kinds of ledger, and pings. (The built executables, idem and idem-net, and
 // the hand-off between them are tested in handoff_test.go.)
 func fullIdem() cmd.Linked {
-	return cmd.Linked{Backends: location.NewRegistry(pgbackend.Backend{}, filebackend.Backend{})}
+	return cmd.Linked{Backends: location.NewRegistry(pgbackend.Backend{}, filebackend.Backend{}), Ping: ping.New}
 }
 
 // programs is every helper program, by the name scripts and tests run it as.
@@ -76,6 +77,9 @@ func programs() map[string]func() {
 		"httpsink": httpsink,
 		"httppost": httppost,
 		"freeport": freeport,
+
+		// healthchecks.io's ping API on loopback, for the monitoring recipes
+		"hcping": hcping,
 
 		// the bad-network tests (pgnet_test.go)
 		"tcpproxy":  tcpproxy,

@@ -99,6 +99,15 @@ func (r *Registry) WithCompanion(c Companion) *Registry {
 	return r
 }
 
+// Companion returns the first companion, which keeps what this
+// executable does not link; ok is false when there is none.
+func (r *Registry) Companion() (c Companion, ok bool) {
+	if len(r.companions) == 0 {
+		return Companion{}, false
+	}
+	return r.companions[0], true
+}
+
 // Lookup returns the Location of value: value and the first backend that
 // claims it; *ElsewhereError when a companion claims it; ErrUnclaimed when
 // none does. It does not check value (see Location.Check).
