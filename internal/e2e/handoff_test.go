@@ -37,10 +37,67 @@ func TestLeanIdemLinksNoNetworkClient(t *testing.T) {
 		}
 	}
 	syms := runIn(t, "", nil, goTool, "tool", "nm", idem)
-	for _, pkg := range []string{"net/http.", "crypto/tls.", "github.com/jackc/"} {
+	for _, pkg := range []string{"net/http.", "crypto/tls.", "github.com/jackc/", "github.com/idemhq/idem/internal/ping."} {
 		if strings.Contains(syms, " "+pkg) {
 			t.Errorf("idem links %s*", pkg)
 		}
+	}
+	// the pinger is idem-net's
+	if syms := runIn(t, "", nil, goTool, "tool", "nm", filepath.Join(filepath.Dir(idem), "idem-net")); !strings.Contains(syms, " github.com/idemhq/idem/internal/ping.") {
+		t.Errorf("idem-net links no pinger")
+	}
+}
+
+// TestPingHandOff: a run with a ping URL (IDEM_PING_URL or --ping) on a
+// ledger file, started as idem, runs in idem-net as the same process (the
+// command's parent is the pid idem was started as, and its process is
+// idem-net) and pings; without idem-net beside it, idem says what is
+// missing (74) and runs nothing; with IDEM_PING_URL empty, pings are off
+// and idem runs it itself.
+func TestPingHandOff(t *testing.T) {
+	s := newHCServer(t)
+	idem := buildTagged(t, "", ".")
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	env := []string{"IDEM_LEDGER=" + filepath.Join(dir, "ledger.db"), "NO_COLOR=1"}
+	job := func(key string) []string {
+		return []string{"--key", key, "--", "sh", "-c", `echo "$PPID $(cat /proc/$PPID/comm)" > "$0"; echo ran`, seen}
+	}
+	for _, via := range []string{"env", "flag"} {
+		args := append([]string{"run"}, job("handoff:ping-"+via)...)
+		e := env
+		if via == "env" {
+			e = append(e, "IDEM_PING_URL="+s.URL+"/{group}-"+via)
+		} else {
+			args = append([]string{"run", "--ping", s.URL + "/{group}-" + via}, job("handoff:ping-"+via)...)
+		}
+		p := run(t, clean(e, idem, args...)).expect(0)
+		if p.stdout != "ran\n" {
+			t.Errorf("%s: stdout %q, want ran", via, p.stdout)
+		}
+		if got, want := strings.Fields(readFile(seen)), []string{strconv.Itoa(p.pid()), "idem-net"}; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: the command's parent is %q, want %q: idem-net in the process idem was started as", via, got, want)
+		}
+		wantPings(t, via, s.of("handoff-"+via), "start", "0")
+	}
+	// IDEM_PING_URL= (empty): no pings, and no hand-off
+	run(t, clean(append(env, "IDEM_PING_URL="), idem, append([]string{"run"}, job("handoff:ping-off")...)...)).expect(0)
+	if got := strings.Fields(readFile(seen)); len(got) != 2 || got[1] != "idem" {
+		t.Errorf("without pings the command's parent is %q, want idem", got)
+	}
+
+	alone := filepath.Join(t.TempDir(), "idem")
+	if b, err := os.ReadFile(idem); err != nil || os.WriteFile(alone, b, 0o755) != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	p := run(t, clean(append(env, "IDEM_PING_URL="+s.URL+"/alone"), alone, "run", "--key", "handoff:ping-alone", "--", "touch", ran)).expect(74)
+	if !strings.Contains(p.stderr, "idem: error: a run with monitor pings (--ping, IDEM_PING_URL) needs idem-net beside "+alone) ||
+		!strings.Contains(p.stderr, "idem: hint: install idem-net") {
+		t.Errorf("no error naming idem-net and where it belongs: %v", p)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran")
 	}
 }
 
