@@ -89,3 +89,24 @@ func TestTestOnlyHostOnlyInTestBuild(t *testing.T) {
 		})
 	}
 }
+
+// A release idem's periods are the host clock's whatever
+// IDEM_TESTONLY_NOW says: a period decides which key a run records
+// under. Only fleetIdem's build honours it (the catch-up test's days).
+func TestTestOnlyNowOnlyInTestBuild(t *testing.T) {
+	env := []string{"IDEM_TESTONLY_NOW=2001-02-03T04:05:06Z"}
+	for _, tc := range []struct {
+		name, idem string
+		fake       bool
+	}{
+		{"release", idemBin(t), false},
+		{"testhooks", fleetIdem(t), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := run(t, clean(env, tc.idem, "key", "--period", "day", "--tz", "UTC", "backup")).expect(0).stdout
+			if fake := got == "backup:2001-02-03\n"; fake != tc.fake {
+				t.Errorf("idem key --period day printed %q; the testhooks clock: %v, want %v", got, fake, tc.fake)
+			}
+		})
+	}
+}
