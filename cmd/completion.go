@@ -100,6 +100,7 @@ func completeFlagValues(root *cobra.Command) {
 		"stdout": {"live", "final"},
 		"stderr": {"live", "final"},
 		"status": {"in_progress", "succeeded", "failed", "retryable"},
+		"period": {"hour", "day", "week", "month"},
 	}
 	_ = root.RegisterFlagCompletionFunc("color", wordsCompletion([]string{"auto", "always", "never"}, false))
 	for _, c := range root.Commands() {

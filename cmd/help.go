@@ -90,3 +90,24 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// wrap fills the words of a paragraph into lines of at most width
+// characters (a longer word stands alone).
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}

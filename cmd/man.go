@@ -148,6 +148,15 @@ the home directory of the default ledger; when unset (a daemon), the password da
 .B NO_COLOR
 when set and not empty, idem's messages are not coloured (unless \-\-color always).
 .TP
+.B IDEM_PING_URL
+the ping URL of idem run when \-\-ping is not given: healthchecks.io's ping API, with {key} and {group} replaced (see \-\-ping). A secret: idem shows only its scheme and host, and takes it out of the command's environment. Empty: no pings.
+.TP
+.B HTTPS_PROXY, HTTP_PROXY, NO_PROXY
+the proxy for pings (or their lower\-case forms), as curl takes them.
+.TP
+.B TZ
+the time zone of \-\-period when \-\-tz is not given (else /etc/localtime). One that names no zone is refused rather than read as UTC.
+.TP
 .B PGPASSWORD, PGPASSFILE, PGHOST, PGSSLMODE, PGCONNECT_TIMEOUT
 the usual libpq variables apply to a PostgreSQL ledger, and pass to the command untouched. A password file that its group or others may read is ignored, as libpq ignores it.
 .PP

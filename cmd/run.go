@@ -21,6 +21,7 @@ import (
 	"github.com/idemhq/idem/internal/flagval"
 	"github.com/idemhq/idem/internal/key"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/monitor"
 	"github.com/idemhq/idem/internal/probe"
 	"github.com/idemhq/idem/internal/runner"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -71,6 +72,10 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
   # ends cron's command: write \%
   PATH=/usr/local/bin:/usr/bin:/bin
   17 3 * * * idem run --key backup:$(date +\%F) --wait --deadline 2h -- /usr/local/bin/backup
+
+  # once a day without date(1) and cron's \% (the key is backup:2026-12-03),
+  # with healthchecks.io pings; IDEM_PING_URL is set in the crontab
+  idem run --key backup --period day -- /usr/local/bin/backup
 
   # CI: a deploy step keyed by commit; a re-run of the pipeline replays it
   idem run --key deploy:prod:$CI_COMMIT_SHA --max-attempts 5 -- ./deploy.sh
@@ -175,8 +180,33 @@ one that could not be renewed for the ledger's failure, 74.
 
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
-signal ignored by idem's parent (nohup) stays ignored.`
+signal ignored by idem's parent (nohup) stays ignored.
+
+` + pingDetails()
 }
+
+// pingDetails is the Pings paragraph of runDetails, with the bounds of
+// internal/monitor.
+func pingDetails() string {
+	return wrap(fmt.Sprintf(`Pings (--ping URL, or IDEM_PING_URL, in healthchecks.io's API): URL/start
+when an attempt's command starts; URL/CODE, its exit status, when its end
+is the key's outcome (succeeded, or failed for good); URL/log when the key
+is left to be tried again, which alerts nobody. Each has ?rid=, a UUID
+that pairs an attempt's start and end; an end's body is the end of the
+attempt's output (none with --no-output) and idem's line, at most %d
+bytes. A replay, a busy key and a wait send nothing. A takeover ends the
+dead run's open start with a log entry, or, when that was the budget's
+last attempt, with its final 75. {key} and {group} (the key without its
+last part) in the URL are replaced. Pings never delay the command nor
+change the outcome or exit code: each request has %s, each ping %s with
+its tries, and idem's exit waits at most %s for them, then says in one
+line what was not delivered. The URL is never printed in full, recorded,
+nor passed to the command. Pings are sent by idem-net, beside idem, to
+which idem hands such a run.`, monitor.BodyLimit, secs(monitor.TryTimeout), secs(monitor.Budget), secs(monitor.ExitWait)), 75)
+}
+
+// secs writes d in seconds, for help text.
+func secs(d time.Duration) string { return fmt.Sprintf("%gs", d.Seconds()) }
 
 // leaseTolerance says which ledger outage a run with the default lease and
 // kill grace rides out, for each kind of ledger.
