@@ -169,7 +169,7 @@ the run's identity: a later run of the key finds and stops this run's processes 
 the key's budget (\-\-max\-attempts).
 .TP
 .B IDEM_RETRY_AFTER
-a file: write a duration (30s, 1m, or seconds) there before exiting with a transient code to ask for that delay before the next attempt (capped by \-\-max\-delay).
+the path of a file (not created until written): write a duration (30s, 1m, or seconds) there before exiting with a transient code to ask for that delay before the next attempt (capped by \-\-max\-delay).
 .SH FILES
 .TP
 .I ~/.local/state/idem/ledger.db
