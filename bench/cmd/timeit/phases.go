@@ -63,9 +63,9 @@ func readPoints(path string, spawn time.Time, wall time.Duration, faults int64) 
 
 // printPhases prints, for each command whose runs passed points, the
 // median time of each point since the spawn and the median step from the
-// point before it; then, for the points every such command passed, each
-// command's median step between them and the last command's difference
-// from the first.
+// point before it; then, for the points every such command passed, the
+// last two commands' median steps between them and the last one's
+// difference from the one before it.
 func printPhases(labels []string, samples [][]sample) {
 	var cmds []int
 	for k, ss := range samples {
@@ -94,7 +94,7 @@ func printPhases(labels []string, samples [][]sample) {
 		names := order(samples[k])
 		common = slices.DeleteFunc(common, func(n string) bool { return !slices.Contains(names, n) })
 	}
-	first, last := cmds[0], cmds[len(cmds)-1]
+	first, last := cmds[len(cmds)-2], cmds[len(cmds)-1]
 	fmt.Println()
 	fmt.Printf("  steps between the points both passed (median, ms): %s, %s, difference\n", labels[first], labels[last])
 	for _, name := range common {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -30,9 +31,12 @@ type files struct {
 	// when it has them.
 	hdr []byte
 	wal fileInfo
-	// walData is the -wal's content, whole (idem keeps it short; see
-	// trimWAL).
-	walData      []byte
+	// walHdr is the -wal's header and its first frame's header; walIDs
+	// the identities its transactions carry (walIdentitiesAt), walValid
+	// that it has a valid header.
+	walHdr       []byte
+	walIDs       []uint32
+	walValid     bool
 	shm, journal fileInfo
 }
 
@@ -48,16 +52,18 @@ const (
 	walFrameHdr   = 24
 )
 
-// readFiles reads the main file's header and the whole -wal, and stats
-// the -shm and -journal. Every open is O_NOFOLLOW: a link beside the ledger
+// readFiles reads the main file's header and the -wal's (and the
+// identities its transactions carry), and stats the -shm and -journal. Every open is O_NOFOLLOW: a link beside the ledger
 // is refused, never followed.
 func readFiles(path, real string) (files, error) {
 	var f files
 	var err error
-	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize); err != nil {
+	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize, nil); err != nil {
 		return f, err
 	}
-	if f.wal, f.walData, err = readHead(path, real+"-wal", -1); err != nil {
+	if f.wal, f.walHdr, err = readHead(path, real+"-wal", walHeaderSize+walFrameHdr, func(fd int, size int64) {
+		f.walIDs, f.walValid = walIdentitiesAt(fdReader(fd), size)
+	}); err != nil {
 		return f, err
 	}
 	if f.wal.exists && f.wal.st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -79,11 +85,11 @@ func readFiles(path, real string) (files, error) {
 	return f, nil
 }
 
-// readHead opens name (not following a link), stats it and reads up to n
-// bytes from its start (n < 0: all of it). A missing file is no error; one
-// that cannot be opened to read (another user's -wal) is taken as it
-// stats.
-func readHead(path, name string, n int) (fileInfo, []byte, error) {
+// readHead opens name (not following a link), stats it, reads up to n
+// bytes from its start and, when more is to be read, hands the open file
+// and its size to more. A missing file is no error; one that cannot be
+// opened to read (another user's -wal) is taken as it stats.
+func readHead(path, name string, n int, more func(fd int, size int64)) (fileInfo, []byte, error) {
 	var fi fileInfo
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	switch {
@@ -112,9 +118,6 @@ func readHead(path, name string, n int) (fileInfo, []byte, error) {
 	if fi.st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fi, nil, nil // the caller refuses what is not a regular file
 	}
-	if n < 0 {
-		n = int(fi.st.Size)
-	}
 	buf := make([]byte, n)
 	got, err := unix.Pread(fd, buf, 0)
 	if err != nil {
@@ -124,7 +127,21 @@ func readHead(path, name string, n int) (fileInfo, []byte, error) {
 		return fi, nil, &ledger.StoreError{Op: "read", Path: path, Err: fmt.Errorf("I/O error reading %s: %w", name, err),
 			Hint: "check the health of the disk that holds the ledger"}
 	}
+	if more != nil {
+		more(fd, fi.st.Size)
+	}
 	return fi, buf[:got], nil
+}
+
+// fdReader reads a file by its descriptor (pread), for readHead's more.
+type fdReader int
+
+func (r fdReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(r), b, off)
+	if err == nil && n < len(b) {
+		err = io.EOF
+	}
+	return n, err
 }
 
 func notRegular(path, name string) error {
@@ -197,7 +214,7 @@ func userName(uid uint32) string {
 // counts a frame that would fail it as replayable, which only errs on the
 // side of refusing.
 func (f files) walFrames() bool {
-	h := f.walData
+	h := f.walHdr
 	if len(h) < walHeaderSize+walFrameHdr {
 		return false
 	}
@@ -242,7 +259,7 @@ func (f files) mainID() uint32 {
 // another's; neither when none carries one (a -wal of an older idem, or
 // of another program), and the binding decides.
 func (f files) walBelongs() (proven, foreign bool) {
-	ids, ok := walIdentities(f.walData)
+	ids, ok := f.walIDs, f.walValid
 	if !ok || len(ids) == 0 {
 		return false, false
 	}
@@ -296,7 +313,7 @@ func checkJournal(path, real string, f files) error {
 		why = "the -wal beside the ledger was written to an idem ledger, but the file beside it is not that ledger (another database copied over it?)"
 	case foreign:
 		why = "the -wal beside the ledger holds another ledger's transactions (copied over this one's?)"
-	case pageSize(f.hdr) != be.Uint32(f.walData[8:]):
+	case pageSize(f.hdr) != be.Uint32(f.walHdr[8:]):
 		why = "the -wal beside the ledger was written for another database (its page size differs)"
 	case proven:
 		return nil

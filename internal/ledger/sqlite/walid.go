@@ -1,7 +1,9 @@
 package sqlite
 
 import (
+	"bytes"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 )
 
@@ -38,31 +40,49 @@ func newLedgerID() uint32 {
 }
 
 // walIdentities returns the application_ids that the page-1 frames of the
-// -wal image w carry, in the transactions SQLite would replay: the frames
-// whose salts are the header's and whose cumulative checksums hold, up to
-// the last commit frame, as SQLite's recovery reads them. ok is false when
-// w has no valid header (SQLite ignores such a -wal).
+// -wal image w carry (see walIdentitiesAt).
 func walIdentities(w []byte) (ids []uint32, ok bool) {
+	return walIdentitiesAt(bytes.NewReader(w), int64(len(w)))
+}
+
+// walIdentitiesAt returns the application_ids that the page-1 frames of the
+// -wal r (size bytes) carry, in the transactions SQLite would replay: the
+// frames whose salts are the header's and whose cumulative checksums hold,
+// up to the last commit frame, as SQLite's recovery reads them. ok is
+// false when it has no valid header (SQLite ignores such a -wal). It
+// reads one frame at a time into one buffer: a run pays a page fault for
+// every page of memory it touches first, more than for the reads.
+func walIdentitiesAt(r io.ReaderAt, size int64) (ids []uint32, ok bool) {
 	be := binary.BigEndian
-	if len(w) < walHeaderSize || be.Uint32(w)&^1 != 0x377f0682 || be.Uint32(w[4:]) != 3007000 {
+	var hdr [walHeaderSize]byte
+	if size < walHeaderSize {
+		return nil, false
+	}
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return nil, false
+	}
+	if be.Uint32(hdr[:])&^1 != 0x377f0682 || be.Uint32(hdr[4:]) != 3007000 {
 		return nil, false
 	}
 	var order binary.ByteOrder = binary.LittleEndian
-	if be.Uint32(w)&1 == 1 {
+	if be.Uint32(hdr[:])&1 == 1 {
 		order = be
 	}
-	s1, s2 := walChecksum(order, w[:24], 0, 0)
-	if s1 != be.Uint32(w[24:]) || s2 != be.Uint32(w[28:]) {
+	s1, s2 := walChecksum(order, hdr[:24], 0, 0)
+	if s1 != be.Uint32(hdr[24:]) || s2 != be.Uint32(hdr[28:]) {
 		return nil, false
 	}
-	pageSize := int(be.Uint32(w[8:]))
+	pageSize := int64(be.Uint32(hdr[8:]))
 	if pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
 		return nil, false
 	}
+	f := make([]byte, walFrameHdr+pageSize)
 	var pending []uint32 // page-1 identities of the transaction not yet committed
-	for off := walHeaderSize; off+walFrameHdr+pageSize <= len(w); off += walFrameHdr + pageSize {
-		f := w[off : off+walFrameHdr+pageSize]
-		if be.Uint32(f[8:]) != be.Uint32(w[16:]) || be.Uint32(f[12:]) != be.Uint32(w[20:]) {
+	for off := int64(walHeaderSize); off+int64(len(f)) <= size; off += int64(len(f)) {
+		if _, err := r.ReadAt(f, off); err != nil {
+			break
+		}
+		if be.Uint32(f[8:]) != be.Uint32(hdr[16:]) || be.Uint32(f[12:]) != be.Uint32(hdr[20:]) {
 			break // a frame of an earlier generation of the -wal
 		}
 		s1, s2 = walChecksum(order, f[:8], s1, s2)
