@@ -210,9 +210,6 @@ type Template struct {
 	raw string
 }
 
-// placeholders are the names a template may hold in braces.
-var placeholders = [...]string{"key", "group"}
-
 // ParseTemplate checks raw, a ping URL that may hold {key} and {group} in
 // its path and query: an http or https URL with a host. Errors wrap
 // ErrTemplate and never hold raw, which is a secret.
@@ -280,9 +277,9 @@ func expand(raw, key, group string) (string, error) {
 				return "", fmt.Errorf("%w: a '{' is not closed: write {key} or {group}", ErrTemplate)
 			}
 			switch name := raw[i+1 : i+end]; name {
-			case placeholders[0]:
+			case "key":
 				b.WriteString(key)
-			case placeholders[1]:
+			case "group":
 				b.WriteString(group)
 			default:
 				return "", fmt.Errorf("%w: it holds braces around neither key nor group: write {key} or {group}", ErrTemplate)

@@ -34,12 +34,17 @@ const (
 // Units lists the units' names, in the order help text gives them.
 const Units = "hour, day, week or month"
 
-var unitNames = [...]string{Hour: "hour", Day: "day", Week: "week", Month: "month"}
-
 // String is the unit's name, as --period takes it.
 func (u Unit) String() string {
-	if u > 0 && int(u) < len(unitNames) {
-		return unitNames[u]
+	switch u {
+	case Hour:
+		return "hour"
+	case Day:
+		return "day"
+	case Week:
+		return "week"
+	case Month:
+		return "month"
 	}
 	return fmt.Sprintf("Unit(%d)", int(u))
 }
@@ -47,9 +52,9 @@ func (u Unit) String() string {
 // ParseUnit returns the unit named s (hour, day, week, month), or an error
 // that names them.
 func ParseUnit(s string) (Unit, error) {
-	for u, name := range unitNames {
-		if name != "" && name == s {
-			return Unit(u), nil
+	for u := Hour; u <= Month; u++ {
+		if u.String() == s {
+			return u, nil
 		}
 	}
 	return 0, fmt.Errorf("unknown period %q: use %s", s, Units)
