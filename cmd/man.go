@@ -155,7 +155,7 @@ when set and not empty, idem's messages are not coloured (unless \-\-color alway
 the ping URL of idem run when \-\-ping is not given: healthchecks.io's ping API, with {key} and {group} replaced (see \-\-ping). A secret: idem shows only its scheme and host, and takes it out of the command's environment. Empty: no pings.
 .TP
 .B HTTPS_PROXY, HTTP_PROXY, NO_PROXY
-the proxy for pings (or their lower\-case forms), as curl takes them.
+the proxy for pings (or their lower\-case forms), the variables curl reads; a loopback address is never proxied.
 .TP
 .B TZ
 the time zone of \-\-period when \-\-tz is not given (else /etc/localtime). One that names no zone is refused rather than read as UTC.

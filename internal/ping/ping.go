@@ -2,9 +2,9 @@
 // order and off the run's path: one goroutine sends them, each within
 // monitor.Budget, a try within monitor.TryTimeout, a failed try again
 // after a growing pause while the budget lasts. A proxy comes from the
-// environment as curl takes it (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, and
-// their lower-case forms). It links net/http and crypto/tls, so only
-// idem-net links it: idem hands a run with a ping URL over to idem-net.
+// variables curl reads (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, and their
+// lower-case forms). It links net/http and crypto/tls, so only idem-net
+// links it: idem hands a run with a ping URL over to idem-net.
 package ping
 
 import (
