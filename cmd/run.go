@@ -315,7 +315,7 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	}
 	if on, err := o.period.set(); err != nil {
 		return nil, 0, err
-	} else if on {
+	} else if on && o.Key != "" { // else check says --key is missing
 		label, err := o.period.label(a)
 		if err != nil {
 			return nil, 0, err
