@@ -80,6 +80,7 @@ func programs() map[string]func() {
 		// the bad-network tests (pgnet_test.go)
 		"tcpproxy":  tcpproxy,
 		"heartbeat": heartbeat,
+		"nsinit":    nsinit,
 	}
 }
 
