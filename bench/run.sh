@@ -5,6 +5,9 @@
 #
 #   bench/run.sh            # everything (about 2 minutes, 1.5 GiB of scratch)
 #   QUICK=1 bench/run.sh    # fewer runs, 100k records instead of 1M
+#   IDEM=/path/idem IDEM_PHASES=/path/idem-phases QUICK=1 bench/run.sh
+#                           # another build of idem (and its -tags phases
+#                           # build), e.g. an earlier commit's, for before/after
 #
 # Needs only Go, /bin/sh, cat and the tools it builds from bench/cmd.
 # Scratch files go to bench/out/ (ignored by git); the report is printed and
@@ -43,11 +46,17 @@ go build -o "$out/purgebench" ./bench/cmd/purgebench
 go build -o "$out/goals" ./bench/cmd/goals
 go build -o "$out/fsynclat" ./bench/cmd/fsynclat
 CGO_ENABLED=0 go build -o "$out/floor" ./bench/cmd/floor
+CGO_ENABLED=0 go build -o "$out/baseline" ./bench/cmd/baseline
+# The physical floor: the same durable steps in C, no SQL and no runtime.
+gcc -O2 -static -o "$out/cfloor" bench/cfloor/cfloor.c
 # The same two with their points compiled in (internal/probe), for the
 # breakdown of a run's time.
 CGO_ENABLED=0 go build -tags phases -o "$out/idem-phases" .
 CGO_ENABLED=0 go build -tags phases -o "$out/floor-phases" ./bench/cmd/floor
-idem=$out/idem
+# IDEM and IDEM_PHASES measure other builds of idem (an earlier commit's,
+# for a before-and-after) with this script's harness and floors.
+idem=${IDEM:-$out/idem}
+[ -n "${IDEM_PHASES:-}" ] && cp "$IDEM_PHASES" "$out/idem-phases"
 timeit=$out/timeit
 
 echo
@@ -79,25 +88,33 @@ section "start-up (no ledger is opened)"
 "$timeit" -n "$runs" -results "$results" -names true,idem-version,idem-help,idem-key \
 	/bin/true "$idem --version" "$idem --help" "$idem key a b c"
 endsection
+section "start-up against a Go program that links only cobra and modernc (bench/cmd/baseline)"
+"$timeit" -n "$runs" -results "$results" -names baseline-version,idem-version \
+	"$out/baseline --version" "$idem --version"
+endsection
 
 # ---------------------------------------------------------------------------
 section "run overhead: idem run --key <unique> -- /bin/true vs /bin/true"
-rm -f "$work"/run.db* "$work"/floor.db*
+rm -rf "$work"/run.db* "$work"/floor.db* "$work/cfloor"
+mkdir "$work/cfloor"
 "$idem" --ledger "$work/run.db" run --key bench-warm -- /bin/true
 "$out/floor" "$work/floor.db" bench-warm /bin/true
-"$timeit" -n "$runs" -results "$results" -names bare-true,floor-true,run-true \
-	/bin/true "$out/floor $work/floor.db run-{n} /bin/true" "$idem --ledger $work/run.db run --key run-{n} -- /bin/true"
+"$timeit" -n "$runs" -results "$results" -names bare-true,cfloor-true,floor-true,run-true \
+	/bin/true "$out/cfloor $work/cfloor run-{n} /bin/true" "$out/floor $work/floor.db run-{n} /bin/true" \
+	"$idem --ledger $work/run.db run --key run-{n} -- /bin/true"
 endsection
-echo "(floor-true: bench/cmd/floor, the same durable reserve/exec/record flow with nothing else, linked"
-echo "with the same drivers and cobra: what any Go program doing this pays on this machine)"
+echo "(cfloor-true: bench/cfloor, the same durable steps in C with a file per key, fsynced: the"
+echo "physical floor. floor-true: bench/cmd/floor as it was when the start-up bars were set, the same"
+echo "flow in Go, linked with modernc, pgx and cobra: what a Go program doing this pays here)"
 
 # ---------------------------------------------------------------------------
 section "where a run's time goes: the points of idem run and of the floor"
-rm -f "$work"/runp.db* "$work"/floorp.db*
+rm -rf "$work"/runp.db* "$work"/floorp.db* "$work/cfloorp"
+mkdir "$work/cfloorp"
 "$out/idem-phases" --ledger "$work/runp.db" run --key bench-warm -- /bin/true
 "$out/floor-phases" "$work/floorp.db" bench-warm /bin/true
-"$timeit" -n "$runs" -phases -names bare-true,floor-phases,run-phases \
-	/bin/true "$out/floor-phases $work/floorp.db run-{n} /bin/true" \
+"$timeit" -n "$runs" -phases -names bare-true,cfloor-phases,floor-phases,run-phases /bin/true \
+	"$out/cfloor $work/cfloorp run-{n} /bin/true" "$out/floor-phases $work/floorp.db run-{n} /bin/true" \
 	"$out/idem-phases --ledger $work/runp.db run --key run-{n} -- /bin/true"
 endsection
 echo "(builds of idem and of the floor with -tags phases: each notes the wall clock at the points"
@@ -114,12 +131,27 @@ rm -f "$work"/replay1k.db* "$work"/replaybig.db*
 for db in replay1k replaybig; do
 	"$idem" --ledger "$work/$db.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
 done
-"$timeit" -n "$runs" -results "$results" -names cat-10k,replay-1k,replay-big \
-	"cat $work/10k.bin" \
+rm -rf "$work"/floorr.db* "$work/cfloorr"
+mkdir "$work/cfloorr"
+"$out/floor" "$work/floorr.db" replay-10k cat "$work/10k.bin" >/dev/null
+"$out/cfloor" "$work/cfloorr" replay-10k cat "$work/10k.bin" >/dev/null
+"$timeit" -n "$runs" -allow-fail -results "$results" -names cat-10k,cfloor-replay,floor-replay,replay-1k,replay-big \
+	"cat $work/10k.bin" "$out/cfloor $work/cfloorr replay-10k cat $work/10k.bin" \
+	"$out/floor $work/floorr.db replay-10k cat $work/10k.bin" \
 	"$idem --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin" \
 	"$idem --ledger $work/replaybig.db run --key replay-10k -- cat $work/10k.bin"
 endsection
-echo "(replay-big: a ledger of $big records; the replayed record is the last one written)"
+echo "(replay-big: a ledger of $big records; the replayed record is the last one written. floor-replay:"
+echo "the floor on a key it has, whose reservation is refused: open, one failed insert, exit; it writes"
+echo "no output. cfloor-replay: reads the recorded code back)"
+
+section "where a replay's time goes: the points of a replay and of the floor's refused reservation"
+"$out/idem-phases" --ledger "$work/replay1k.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
+"$timeit" -n "$runs" -phases -allow-fail -names cat-10k,cfloor-phases,floor-phases,replay-phases "cat $work/10k.bin" \
+	"$out/cfloor $work/cfloorr replay-10k cat $work/10k.bin" \
+	"$out/floor-phases $work/floorr.db replay-10k cat $work/10k.bin" \
+	"$out/idem-phases --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin"
+endsection
 
 # ---------------------------------------------------------------------------
 section "contention: n simultaneous runs (batch wall time, outcomes, real executions)"

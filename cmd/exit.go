@@ -38,13 +38,15 @@ func asUsage(err error, c *cobra.Command) error {
 
 // pflagParse matches pflag's message for a value its strconv parser
 // refused: `invalid argument "three" for "--max-attempts" flag:
-// strconv.ParseInt: parsing "three": invalid syntax`.
-var pflagParse = regexp.MustCompile(`^invalid argument ("(?:[^"\\]|\\.)*") for "(-[^"]*)" flag: strconv\.Parse(\w+): parsing "(?:[^"\\]|\\.)*": (.*)$`)
+// strconv.ParseInt: parsing "three": invalid syntax`. It is compiled when
+// a flag was refused, not at every start: compiling it at package
+// initialisation cost every run of idem page faults and allocations.
+const pflagParse = `^invalid argument ("(?:[^"\\]|\\.)*") for "(-[^"]*)" flag: strconv\.Parse(\w+): parsing "(?:[^"\\]|\\.)*": (.*)$`
 
 // plainFlagError says in words what a flag's value should be, instead of
 // the Go parser's message.
 func plainFlagError(err error) error {
-	m := pflagParse.FindStringSubmatch(err.Error())
+	m := regexp.MustCompile(pflagParse).FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}

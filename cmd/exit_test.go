@@ -183,3 +183,29 @@ func TestRunHelpExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestManCoversEveryCommand: the manual page has a section for every
+// command idem lists in its help (but help, completion and man itself),
+// and names every environment variable idem reads or sets that a user
+// may meet.
+func TestManCoversEveryCommand(t *testing.T) {
+	code, page, _ := runMain(t, "man")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	root := newRootCmd(&app{getenv: func(string) string { return "" }, colorFlag: "auto"}, []string{"--help"})
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help", "completion", "man":
+			continue
+		}
+		if c.IsAvailableCommand() && !strings.Contains(page, ".SH \"IDEM "+strings.ToUpper(c.Name())+"\"\n") {
+			t.Errorf("the manual page has no section for idem %s", c.Name())
+		}
+	}
+	for _, v := range []string{"IDEM_LEDGER", "IDEM_LEDGER_SCHEMA", "IDEM_ALLOW_OTHER_OWNER", "IDEM_KEY", "IDEM_TOKEN", "IDEM_RUN", "IDEM_RETRY_AFTER"} {
+		if !strings.Contains(page, ".B "+v+"\n") {
+			t.Errorf("the manual page's ENVIRONMENT does not name %s", v)
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 // manOrder is the order of the manual page's command sections: the one
 // most readers come for first, then the ledger's upkeep.
 func manOrder() []string {
-	return []string{"run", "inspect", "purge", "key", "metrics", "backup", "schema"}
+	return []string{"run", "inspect", "purge", "key", "metrics", "backup", "check", "schema"}
 }
 
 // detailsHelp is a help's DETAILS section: text that explains how a command

@@ -127,6 +127,24 @@ func invoked(args []string) string {
 	return ""
 }
 
+// versionOnly reports whether args ask for the version and nothing else
+// (beside the root's --ledger and --color).
+func versionOnly(args []string) bool {
+	seen := false
+	for i := 0; i < len(args); i++ {
+		switch s := args[i]; {
+		case s == "--version" || s == "-v":
+			seen = true
+		case s == "--ledger" || s == "--color":
+			i++
+		case strings.HasPrefix(s, "--ledger=") || strings.HasPrefix(s, "--color="):
+		default:
+			return false
+		}
+	}
+	return seen
+}
+
 // leadingWord is the first argument that is not the root's --ledger or
 // --color (or their values), when it is no flag: the word that names the
 // subcommand, or a typo of it; "" otherwise.
@@ -210,6 +228,12 @@ steps and webhook handlers are delivered at least once; wrapped in
 		return root
 	}
 	root.Version = versionString()
+	if versionOnly(args) {
+		// --version needs no command below the root: building them all
+		// (their flags and help) is most of what it would cost.
+		root.CompletionOptions.DisableDefaultCmd = true
+		return root
+	}
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newCheckCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))

@@ -41,6 +41,11 @@ func TestOnlyInvokedCommandIsBuilt(t *testing.T) {
 	if cs := root.Commands(); len(cs) != 1 || cs[0].Name() != "run" {
 		t.Fatalf("commands built for a run: %v", cs)
 	}
+	for _, args := range [][]string{{"--version"}, {"-v"}, {"--color", "never", "--version"}} {
+		if cs := newRootCmd(a, args).Commands(); len(cs) != 0 {
+			t.Fatalf("%q built commands %v: --version needs none", args, cs)
+		}
+	}
 	if n := len(newRootCmd(a, []string{"--help"}).Commands()); n < 6 {
 		t.Fatalf("--help built %d commands, want all", n)
 	}

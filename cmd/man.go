@@ -145,6 +145,9 @@ when IDEM_LEDGER, \-\-ledger and STATE_DIRECTORY are unset and this is an absolu
 .B HOME
 the home directory of the default ledger; when unset (a daemon), the password database's (a static build reads only /etc/passwd). With neither, idem exits 74: set IDEM_LEDGER.
 .TP
+.B IDEM_ALLOW_OTHER_OWNER
+set to 1, root may use a ledger file that another user owns (refused otherwise, as it would decide what runs and read what the commands print); the files idem creates beside it are given to that user.
+.TP
 .B NO_COLOR
 when set and not empty, idem's messages are not coloured (unless \-\-color always).
 .TP
@@ -169,7 +172,7 @@ the run's identity: a later run of the key finds and stops this run's processes 
 the key's budget (\-\-max\-attempts).
 .TP
 .B IDEM_RETRY_AFTER
-a file: write a duration (30s, 1m, or seconds) there before exiting with a transient code to ask for that delay before the next attempt (capped by \-\-max\-delay).
+the path of a file (not created until written): write a duration (30s, 1m, or seconds) there before exiting with a transient code to ask for that delay before the next attempt (capped by \-\-max\-delay).
 .SH FILES
 .TP
 .I ~/.local/state/idem/ledger.db

@@ -147,7 +147,7 @@ records in, however it was named; a DSN without its password: a nested
 idem takes it from PGPASSWORD or a PGPASSFILE), IDEM_KEY,
 IDEM_TOKEN (the fencing token: refuse writes downstream whose token is
 lower than one already seen), IDEM_ATTEMPT (1-based), IDEM_MAX_ATTEMPTS,
-IDEM_RETRY_AFTER (a file: write a duration such as 30s there to ask for
+IDEM_RETRY_AFTER (a file's path: write a duration such as 30s there to ask for
 that delay before the next attempt) and IDEM_RUN (the run's identity, by
 which a later run finds and stops this run's processes), and fd 3, the
 key's run lock: a run of the key on this host does not start while a

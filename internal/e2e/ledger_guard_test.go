@@ -1,11 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -149,11 +149,10 @@ func TestDynamicUserStateDirectory(t *testing.T) {
 // TestForeignWALIsNeverReplayed: a -wal that is not the ledger's own is
 // refused with 74 before SQLite replays it, however it got there, and the
 // recorded key is never run again: another ledger's -wal copied beside it
-// (cp drops the binding), the ledger moved together with its -wal by a
-// tool that drops extended attributes (refused, with a hint that works),
-// and a backup copied in place over a ledger whose -wal was left.
+// (cp drops the binding), and a backup copied in place over a ledger
+// whose -wal was left; and the ledger moved together with its own -wal by
+// a tool that drops extended attributes is replayed, its key kept.
 func TestForeignWALIsNeverReplayed(t *testing.T) {
-	sqlite3 := needTool(t, "sqlite3")
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	jobOn := func(ledger, key string) *process {
@@ -190,21 +189,14 @@ func TestForeignWALIsNeverReplayed(t *testing.T) {
 	job("wal:recorded").expect(0)
 
 	// The ledger moved with its own -wal by a copy that drops the binding:
-	// refused, and the hint's checkpoint makes it usable, key kept.
+	// its transactions carry the ledger's identity, so it is replayed, and
+	// the key kept.
 	job("wal:in-the-wal").expect(0)
 	moved := g.path("moved.db")
 	cp(g.ledger, moved)
 	cp(g.ledger+"-wal", moved+"-wal")
-	p := jobOn(moved, "wal:in-the-wal").expect(74)
-	hint := regexp.MustCompile(`sqlite3 (\S+) '(PRAGMA wal_checkpoint\(TRUNCATE\))'`).FindStringSubmatch(p.stderr)
-	if hint == nil {
-		t.Fatalf("no recovery hint: %v", p)
-	}
-	if out, err := runOut(sqlite3, hint[1], hint[2]); err != nil {
-		t.Fatalf("the hint's command: %v %s", err, out)
-	}
 	if p := jobOn(moved, "wal:in-the-wal").expect(0); !strings.Contains(p.stderr, "replayed") {
-		t.Errorf("after the hint: %v", p)
+		t.Errorf("the ledger moved with its -wal: %v", p)
 	}
 
 	// A backup copied in place (same inode) over a ledger whose -wal
@@ -295,4 +287,112 @@ func TestDirectorySyncFailureIsAnError(t *testing.T) {
 		t.Fatal("the -wal is still there after a close")
 	}
 	failing("dirsync:new-wal")
+}
+
+// TestForeignWALInPlace: copies that keep the -wal's inode and binding,
+// or the main file's, are told by the identity every transaction carries:
+// another ledger's -wal copied over this one's in place, another idem
+// ledger's file and a database of another program's copied over the main
+// file in place while its -wal stayed. Each is refused with 74 before
+// SQLite replays anything: the recorded key never runs again, and the
+// files are left byte for byte.
+func TestForeignWALInPlace(t *testing.T) {
+	sqlite3 := needTool(t, "sqlite3")
+	cp := func(t *testing.T, src, dst string) {
+		t.Helper()
+		if out, err := runOut("cp", src, dst); err != nil {
+			t.Fatalf("cp %s %s: %v %s", src, dst, err, out)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// copy makes g's files what the case says; other is another
+		// ledger with a -wal of its own, app a database of sqlite3's.
+		copy func(t *testing.T, g, other *leaseRig, app string)
+		why  string
+	}{
+		{"wal over wal", func(t *testing.T, g, other *leaseRig, _ string) { cp(t, other.ledger+"-wal", g.ledger+"-wal") },
+			"holds another ledger's transactions"},
+		{"ledger over ledger", func(t *testing.T, g, other *leaseRig, _ string) { cp(t, other.ledger, g.ledger) },
+			"holds another ledger's transactions"},
+		{"database over ledger", func(t *testing.T, g, _ *leaseRig, app string) { cp(t, app, g.ledger) },
+			"the file beside it is not that ledger"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, other := newLeaseRig(t), newLeaseRig(t)
+			marks := g.path("marks")
+			job := func() *process {
+				return g.run("run", "--key", "wal:kept", "--", "/bin/sh", "-c", `echo ran >> "$0"`, marks)
+			}
+			job().expect(0)
+			other.run("run", "--key", "wal:other", "--", "/bin/true").expect(0)
+			app := g.path("app.db")
+			if out, err := runOut(sqlite3, app, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);"); err != nil {
+				t.Fatalf("sqlite3: %v %s", err, out)
+			}
+			for _, f := range []string{g.ledger + "-wal", other.ledger + "-wal"} {
+				if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+					t.Fatalf("%s holds no transactions to copy: %v", f, err)
+				}
+			}
+			tc.copy(t, g, other, app)
+			before := map[string][]byte{}
+			for _, f := range []string{g.ledger, g.ledger + "-wal"} {
+				before[f], _ = os.ReadFile(f)
+			}
+			if p := job().expect(74); !strings.Contains(p.stderr, tc.why) || !strings.Contains(p.stderr, "idem: hint: with no idem running, move the -wal") {
+				t.Errorf("stderr does not say why, or how to recover: %v", p)
+			}
+			if got := readFile(marks); got != "ran\n" {
+				t.Errorf("the recorded key ran again: %q", got)
+			}
+			for f, b := range before {
+				if now, _ := os.ReadFile(f); !bytes.Equal(now, b) {
+					t.Errorf("%s was changed", f)
+				}
+			}
+		})
+	}
+}
+
+// TestLedgerGetsAnIdentity: a ledger made before ledgers had identities of
+// their own (application_id "idem") gets one at its next run, which its
+// main file carries once checkpointed, and its keys stay.
+func TestLedgerGetsAnIdentity(t *testing.T) {
+	sqlite3 := needTool(t, "sqlite3")
+	g := newLeaseRig(t)
+	marks := g.path("marks")
+	job := func(key string) *process {
+		return g.run("run", "--key", key, "--", "/bin/sh", "-c", `echo ran >> "$0"`, marks)
+	}
+	job("ident:old").expect(0)
+	appID := func() int64 {
+		t.Helper()
+		out, err := runOut(sqlite3, g.ledger, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA application_id;")
+		if err != nil {
+			t.Fatalf("sqlite3: %v %s", err, out)
+		}
+		lines := strings.Fields(out)
+		n, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+		if err != nil {
+			t.Fatalf("application_id %q", out)
+		}
+		return n
+	}
+	first := appID()
+	if first>>24 != 0x69 || first == 0x6964656d {
+		t.Fatalf("a new ledger's application_id is %#x, want 0x69 and 24 bits of its own", first)
+	}
+	if out, err := runOut(sqlite3, g.ledger, "PRAGMA application_id = 1768187245; PRAGMA wal_checkpoint(TRUNCATE);"); err != nil {
+		t.Fatalf("sqlite3: %v %s", err, out)
+	}
+	if p := job("ident:old").expect(0); !strings.Contains(p.stderr, "replayed") {
+		t.Errorf("the old ledger's key: %v", p)
+	}
+	if id := appID(); id>>24 != 0x69 || id == 0x6964656d {
+		t.Errorf("after a run the ledger's application_id is %#x, want one of its own", id)
+	}
+	if got := readFile(marks); got != "ran\n" {
+		t.Errorf("the key ran again: %q", got)
+	}
 }

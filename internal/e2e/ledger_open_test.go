@@ -72,17 +72,18 @@ func TestSpoolOnATerminalSaysSo(t *testing.T) {
 	until(t, "the command's output", func() bool { return strings.Count(screen(), "typed") >= 2 }) // echoed, then printed
 }
 
-// TestRetryAfterFileReclaimed: the IDEM_RETRY_AFTER file of a run killed
-// with SIGKILL (which cannot clean up) is removed by the next run, and a
-// run that ends removes its own: nothing piles up in the temporary
-// directory.
+// TestRetryAfterFileReclaimed: idem names the IDEM_RETRY_AFTER file and
+// the command creates it by writing it (a run whose command does not pays
+// nothing for it). The file of a run killed with SIGKILL (which cannot
+// clean up) is removed by the next run whose command uses one, and a run
+// that ends removes its own: nothing piles up in the temporary directory.
 func TestRetryAfterFileReclaimed(t *testing.T) {
 	dir := t.TempDir()
 	tmp := mkdir(t, filepath.Join(dir, "tmp"), 0o700)
 	env := []string{"TMPDIR=" + tmp, "IDEM_LEDGER=" + filepath.Join(dir, "ledger.db")}
 	named := filepath.Join(dir, "named")
 	p := run(t, clean(env, idemBin(t), "run", "--key", "retry-after:killed", "--",
-		"/bin/sh", "-c", `echo "$IDEM_RETRY_AFTER" > "$0"; kill -9 $PPID; sleep 5`, named))
+		"/bin/sh", "-c", `echo "$IDEM_RETRY_AFTER" > "$0"; echo 1s > "$IDEM_RETRY_AFTER"; kill -9 $PPID; sleep 5`, named))
 	if p.signal != syscall.SIGKILL {
 		t.Fatalf("the kill did not happen: %v", p)
 	}
@@ -97,7 +98,11 @@ func TestRetryAfterFileReclaimed(t *testing.T) {
 	if _, err := os.Stat(left); err != nil {
 		t.Fatalf("the killed run's file is not there to reclaim: %v", err)
 	}
-	run(t, clean(env, idemBin(t), "run", "--key", "retry-after:next", "--", "/bin/true")).expect(0)
+	run(t, clean(env, idemBin(t), "run", "--key", "retry-after:plain", "--", "/bin/true")).expect(0)
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("a run whose command wrote no file reclaimed the killed run's (it need not look): %v", err)
+	}
+	run(t, clean(env, idemBin(t), "run", "--key", "retry-after:next", "--", "/bin/sh", "-c", `echo 1s > "$IDEM_RETRY_AFTER"`)).expect(0)
 	if _, err := os.Stat(left); !os.IsNotExist(err) {
 		t.Errorf("the next run did not reclaim %s: %v", left, err)
 	}

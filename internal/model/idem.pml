@@ -53,7 +53,12 @@
  *     write (Renew on the first attempt, StartAttempt on the next ones).
  *     No row: lease lost, start nothing. (Without it, an owner paused
  *     between Reserve and startChild starts its child after another run
- *     recorded a success: variant NO_CLAIM.)
+ *     recorded a success: variant NO_CLAIM.) The first attempt's claim is
+ *     folded into the reservation when the reservation's own lease still
+ *     holds by idem's own clock: then no run can have taken the record
+ *     (a takeover needs the lease expired, or idem dead). Judged by the
+ *     record's lease instead, a taker's fresh lease passes: variant
+ *     FOLD_ON_RECORD.
  *  5. startChild: the child starts in its own group with the run's
  *     identity in its environment and the lock's descriptor inherited; its
  *     group may be recorded later (SetChild) for operators, but nothing
@@ -168,6 +173,9 @@
  *                          grandchild
  * NO_CLAIM                 fixed protocol without the fenced write before
  *                          startChild: a run after a recorded success
+ * FOLD_ON_RECORD           the first claim folded when the record's lease
+ *                          holds rather than the owner's own: a run after
+ *                          a recorded success
  * FLEET NO_WATCHDOG        a hung ledger call lets the lease expire while
  *                          the child runs: overlap across hosts
  * FLEET TODAY_TOKEN_NOT_DURABLE  a power cut takes the counter back with
@@ -290,6 +298,8 @@ byte rstat = NONE;   /* status */
 byte rtok;           /* fencing token of the current owner */
 byte rown = NO;      /* owner holding rtok (NO: none) */
 bit  rexp;           /* its lease has expired (on the ledger's clock) */
+bit  mexp[NO];       /* owner o's own lease has expired, as o's clock tells:
+                      * it stays set when another owner takes the record */
 byte ctr;            /* the ledger-wide token counter (durable) */
 
 #ifdef GROUPS
@@ -563,7 +573,7 @@ proctype Owner(byte o) {
 #endif
 			:: else -> goto done    /* replay (final) or busy (live owner) */
 			fi;
-			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0;
+			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0; mexp[o] = 0;
 #ifdef DOWNSTREAM
 			nseq++; seq[o] = nseq;
 #endif
@@ -606,14 +616,27 @@ attempt:
 #endif
 		fi;
 		/* Renew (first attempt) / StartAttempt (next ones): a fenced
-		 * write, with the lock held, just before the child starts */
+		 * write, with the lock held, just before the child starts. The
+		 * first attempt's is folded into the reservation while the
+		 * reservation's own lease still holds by idem's clock (the
+		 * runner: less than a renewal period has passed since it asked
+		 * for it): then no other run can have taken the record. */
 #ifndef NO_CLAIM
-		atomic {
-			if
-			:: OWNS -> rexp = 0
-			:: else -> goto done
-			fi
-		}
+		if
+#ifndef FOLD_ON_RECORD
+		:: a == 0 && !mexp[o] -> skip
+#else
+		/* wrong: the record's lease may be a taker's, fresh */
+		:: a == 0 && !rexp -> skip
+#endif
+		:: else ->
+			atomic {
+				if
+				:: OWNS -> rexp = 0
+				:: else -> goto done
+				fi
+			}
+		fi;
 #endif
 		startChild();
 #else
@@ -807,7 +830,7 @@ end:	do
 active proctype Clock() {
 end:	do
 	:: d_step { rstat == INPROG && !rexp &&
-		(!alive[rown] || frozen[rown] || hung[rown]) -> rexp = 1;
+		(!alive[rown] || frozen[rown] || hung[rown]) -> rexp = 1; mexp[rown] = 1;
 		printf("MSC: lease of token %d expires\n", rtok) }
 	od
 }

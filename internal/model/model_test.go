@@ -51,6 +51,7 @@ var variants = []variant{
 	{name: "fixed-without/run-lock", defines: []string{"NO_RUN_LOCK"}, property: "no_overlap"},
 	{name: "fixed-without/lock-of-every-run", defines: []string{"LOCK_ABANDONED_ONLY"}, property: "no_overlap"},
 	{name: "fixed-without/claim", defines: []string{"NO_CLAIM"}, property: "no_run_after_success"},
+	{name: "fixed-with/fold-on-record", defines: []string{"FOLD_ON_RECORD"}, property: "no_run_after_success"},
 	{name: "fleet-without/watchdog", defines: []string{"FLEET", "NO_WATCHDOG"}, property: "no_overlap"},
 	{name: "fleet-without/durable-token", defines: []string{"FLEET", "TODAY_TOKEN_NOT_DURABLE"}, property: "fencing"},
 }

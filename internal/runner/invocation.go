@@ -30,7 +30,11 @@ type invocation struct {
 	pending *pendingChild
 	// signalled is a signal idem took while stopping an earlier run.
 	signalled  syscall.Signal
-	retryAfter string // IDEM_RETRY_AFTER file
+	retryAfter string // IDEM_RETRY_AFTER file (created by the command, if at all)
+	// retryDir is its private directory ("" when there is none), and
+	// retryAsked says the command wrote the file.
+	retryDir   string
+	retryAsked bool
 	// ledgerID is the ledger's identity, part of the run's (procs.Run).
 	ledgerID string
 	// lock holds the key's run lock (nil: none); every child inherits it.
@@ -52,9 +56,9 @@ func (inv *invocation) id(n int) procs.Run {
 // before this run reserved the key (nil: a new key), restored when
 // nothing runs.
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
-	if name, err := newRetryAfterFile(inv.r.Host.PIDNS); err == nil {
-		inv.retryAfter = name
-		defer os.Remove(inv.retryAfter)
+	if name, dir, err := retryAfterPath(inv.r.Host.PIDNS); err == nil {
+		inv.retryAfter, inv.retryDir = name, dir
+		defer inv.removeRetryAfter()
 	}
 	defer func() {
 		if inv.lock != nil {
@@ -104,7 +108,7 @@ func (inv *invocation) begin(ctx context.Context, prev *ledger.Snapshot) error {
 	if err == nil {
 		err = inv.takeLock(ctx)
 	}
-	if err == nil {
+	if err == nil && !inv.claimFolded() {
 		err = inv.claim(ctx)
 	}
 	if err == nil {
@@ -112,6 +116,18 @@ func (inv *invocation) begin(ctx context.Context, prev *ledger.Snapshot) error {
 		return nil
 	}
 	return inv.unreserve(ctx, prev, err)
+}
+
+// claimFolded reports whether the first attempt's claim is folded into
+// the reservation: while less than a renewal period has passed since idem
+// asked for it, the reservation's own lease still holds on idem's clock,
+// so no other run can have taken the record (a takeover needs the lease
+// expired, or idem dead), and the claim's fenced write would only renew a
+// lease that is nearly whole. (internal/model checks this fold, and the
+// wrong one that trusts the record's lease instead: a taker's is fresh.)
+func (inv *invocation) claimFolded() bool {
+	reserved := inv.leaseUntil.Add(-inv.o.Lease)
+	return inv.r.Clock.Now().Before(reserved.Add(renewEvery(inv.o.Lease)))
 }
 
 // unreserve gives the key back as it was (prev) when err keeps the first

@@ -263,10 +263,11 @@ func TestLoopRetryAfter(t *testing.T) {
 
 func TestLoopEnvironment(t *testing.T) {
 	g := newLoopRig(t)
-	o := g.options("loop:environment", `echo "$IDEM_KEY $IDEM_ATTEMPT $IDEM_MAX_ATTEMPTS $LOOP_TEST"; test -f "$IDEM_RETRY_AFTER" && echo file`)
+	// IDEM_RETRY_AFTER names a file the command may create by writing it.
+	o := g.options("loop:environment", `echo "$IDEM_KEY $IDEM_ATTEMPT $IDEM_MAX_ATTEMPTS $LOOP_TEST"; test -e "$IDEM_RETRY_AFTER" || echo path; echo 1s > "$IDEM_RETRY_AFTER" && echo writable`)
 	o.MaxAttempts = 7
 	g.run(o)
-	if got, want := g.stdout.String(), "loop:environment 1 7 inherited\nfile\n"; got != want {
+	if got, want := g.stdout.String(), "loop:environment 1 7 inherited\npath\nwritable\n"; got != want {
 		t.Errorf("child saw %q, want %q", got, want)
 	}
 }
@@ -442,5 +443,66 @@ func TestLoopStartErrorOnLaterAttempt(t *testing.T) {
 	}
 	if res := g.run(o); res.Status != ledger.StatusSucceeded || g.stdout.String() != "attempt 2\n" {
 		t.Errorf("next run %+v, stdout %q", res, g.stdout.String())
+	}
+}
+
+// slowReserve is the rig's ledger with a Reserve after which the clock
+// moves on by advance (idem paused between its reservation and its
+// claim), and, when steal, another run takes the key over meanwhile (it
+// found the lease expired). It counts the Renew calls.
+type slowReserve struct {
+	*sqlite.Ledger
+	clock   *loopClock
+	advance time.Duration
+	steal   bool
+	renews  int
+}
+
+func (s *slowReserve) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
+	res, err := s.Ledger.Reserve(ctx, req)
+	if err != nil || res.Outcome != ledger.Reserved {
+		return res, err
+	}
+	s.clock.mu.Lock()
+	s.clock.now = s.clock.now.Add(s.advance)
+	s.clock.mu.Unlock()
+	if s.steal {
+		taker := req
+		taker.Owner.PID++
+		taker.OwnerDead = func(ledger.Owner) bool { return true }
+		if _, err := s.Ledger.Reserve(ctx, taker); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (s *slowReserve) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
+	s.renews++
+	return s.Ledger.Renew(ctx, key, token, lease)
+}
+
+// TestClaimFoldedOnlyWhileFresh: the first attempt's claim is folded into
+// the reservation while less than a renewal period has passed since it
+// (no Renew before the child starts); an invocation that was held up
+// longer claims, and finding the key taken over starts nothing.
+func TestClaimFoldedOnlyWhileFresh(t *testing.T) {
+	g := newLoopRig(t)
+	fresh := &slowReserve{Ledger: g.l, clock: g.clock}
+	g.r.Ledger = fresh
+	g.run(g.options("claim:fresh", `echo ran >> calls`))
+	if fresh.renews != 0 || g.calls() != "ran" {
+		t.Errorf("a fresh reservation: %d renewals before the child, calls %q; want none and one run", fresh.renews, g.calls())
+	}
+
+	slow := &slowReserve{Ledger: g.l, clock: g.clock, advance: 20 * time.Minute, steal: true}
+	g.r.Ledger = slow
+	_, err := g.r.Run(context.Background(), g.options("claim:slow", `echo slow >> calls`))
+	var lost *LeaseLostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("a reservation taken over while idem was held up: err %v, want *LeaseLostError", err)
+	}
+	if slow.renews != 1 || strings.Contains(g.calls(), "slow") {
+		t.Errorf("%d renewals (want the claim), calls %q: the command must not start", slow.renews, g.calls())
 	}
 }

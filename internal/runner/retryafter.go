@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,10 +20,14 @@ import (
 // The IDEM_RETRY_AFTER files live in a private directory of the user's
 // under the temporary directory, named after the run that made them:
 // "NS-PID-RANDOM", NS the PID namespace (Host.PIDNS: 0 where none is known).
-// A run removes its file when it ends; a run killed with SIGKILL cannot,
-// so every run first removes the files of runs in its PID namespace whose
-// process is gone. (Files of other namespaces are left: their pids mean
-// nothing here.)
+// idem names the file but does not create it: creating a file costs a run
+// more than the rest of its start (a directory entry and an inode, on
+// every run), and only the commands that ask for a delay need one, which
+// they create by writing it. A run removes its file when it ends; a run
+// killed with SIGKILL cannot, so a run that finds its command wrote one
+// first removes the files of runs in its PID namespace whose process is
+// gone. (Files of other namespaces are left: their pids mean nothing
+// here.)
 
 // retryAfterDir is the directory of the files, "" when it cannot be used.
 func retryAfterDir() string {
@@ -41,24 +46,31 @@ func retryAfterDir() string {
 	return dir
 }
 
-// newRetryAfterFile creates this run's IDEM_RETRY_AFTER file, after
-// removing those that killed runs in PID namespace ns (Host.PIDNS) left
-// behind.
-func newRetryAfterFile(ns uint64) (string, error) {
-	dir := retryAfterDir()
+// removeRetryAfter removes the run's IDEM_RETRY_AFTER file when it ends;
+// when its command used one, also the files runs killed before they could
+// remove theirs left (only commands that write one leave one).
+func (inv *invocation) removeRetryAfter() {
+	if os.Remove(inv.retryAfter) == nil {
+		inv.retryAsked = true
+	}
+	if inv.retryAsked && inv.retryDir != "" {
+		reclaimRetryAfter(inv.retryDir, inv.r.Host.PIDNS)
+	}
+}
+
+// retryAfterPath names this run's IDEM_RETRY_AFTER file, in the private
+// directory (dir, "" when there is none: then the file is created in the
+// temporary directory, where only a file that exists is safe to name).
+func retryAfterPath(ns uint64) (path, dir string, err error) {
+	dir = retryAfterDir()
 	if dir == "" {
-		f, err := os.CreateTemp("", "idem-retry-after-*") // no private directory: the old way
+		f, err := os.CreateTemp("", "idem-retry-after-*")
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		return f.Name(), f.Close()
+		return f.Name(), "", f.Close()
 	}
-	reclaimRetryAfter(dir, ns)
-	f, err := os.CreateTemp(dir, fmt.Sprintf("%d-%d-*", ns, os.Getpid()))
-	if err != nil {
-		return "", err
-	}
-	return f.Name(), f.Close()
+	return filepath.Join(dir, fmt.Sprintf("%d-%d-%x", ns, os.Getpid(), rand.Uint64())), dir, nil
 }
 
 // reclaimRetryAfter removes the files in dir of runs in PID namespace ns
@@ -97,14 +109,15 @@ func (inv *invocation) nextDelay() time.Duration {
 	}
 	f, err := os.Open(inv.retryAfter)
 	if err != nil {
-		return d
+		return d // the command asked for nothing
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, retryAfterMax+1))
 	f.Close()
+	os.Remove(inv.retryAfter) // one request, one delay
+	inv.retryAsked = true
 	if len(b) == 0 {
 		return d
 	}
-	os.Truncate(inv.retryAfter, 0) // one request, one delay
 	asked, err := parseRetryAfter(string(b))
 	if err != nil || len(b) > retryAfterMax {
 		shown := string(b)

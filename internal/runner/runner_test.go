@@ -110,8 +110,9 @@ func TestRenewalIOErrorRetried(t *testing.T) {
 // attempt not counted.
 func TestRenewalIOErrorLapses(t *testing.T) {
 	sq := openLedger(t)
-	// The first renewal is the claim before the child starts; every one
-	// after it fails.
+	// The first renewal succeeds (the claim, or, folded into the
+	// reservation, the first while the child runs); every one after it
+	// fails.
 	f := &faultyLedger{Ledger: sq, failRenew: -1, okFirst: 1}
 	o, _, _ := options("renew:lapses", "sh", "-c", "sleep 30 & sleep 30")
 	o.Lease, o.KillGrace = 600*time.Millisecond, 100*time.Millisecond // a lease CheckLease accepts

@@ -57,6 +57,28 @@ func main() {
 	}
 	goal("run overhead <= 3.5 ms over /bin/true (durable outcome)", d <= 3.5, ok1 && ok2, figure)
 
+	// The start-up issue's bars: idem's overhead against the floor's
+	// (bench/cmd/floor as it was when the bars were set), measured in the
+	// same interleaved run.
+	if floor, ok := f.get("floor-true", "median_us"); ok && ok1 && ok2 {
+		r := (run - bare) / (floor - bare)
+		goal("fresh run overhead <= 1.15 x the floor's", r <= 1.15, true,
+			fmt.Sprintf("%.2f x (+%.3f vs +%.3f ms)", r, (run-bare)/1000, (floor-bare)/1000))
+	} else {
+		goal("fresh run overhead <= 1.15 x the floor's", false, false, "")
+	}
+	cat10, okc := f.get("cat-10k", "median_us")
+	rep, okr := f.get("replay-1k", "median_us")
+	frep, okf := f.get("floor-replay", "median_us")
+	goal("replay overhead <= 1.0 x the floor's replay (a key it has)", rep-cat10 <= frep-cat10, okc && okr && okf,
+		fmt.Sprintf("%.2f x (+%.3f vs +%.3f ms)", (rep-cat10)/(frep-cat10), (rep-cat10)/1000, (frep-cat10)/1000))
+	ver, okv := f.get("idem-version", "median_us")
+	base, okb := f.get("baseline-version", "median_us")
+	vf, _ := f.get("idem-version", "faults")
+	bf, _ := f.get("baseline-version", "faults")
+	goal("idem --version <= 1.1 x cobra + modernc (wall and faults)", ver <= 1.1*base && vf <= 1.1*bf, okv && okb,
+		fmt.Sprintf("%.2f x wall (%.3f vs %.3f ms), %.2f x faults (%.0f vs %.0f)", ver/base, ver/1000, base/1000, vf/bf, vf, bf))
+
 	cat, ok3 := f.get("cat-10k", "median_us")
 	r1k, ok4 := f.get("replay-1k", "median_us")
 	rbig, ok5 := f.get("replay-big", "median_us")

@@ -32,6 +32,7 @@ type sample struct {
 	wall   time.Duration
 	cpu    time.Duration // user + system, the process and its children
 	maxRSS int64         // KiB
+	faults int64         // minor page faults (the process and its waited-for children)
 	points []point       // with -phases: the points the run passed, in order
 }
 
@@ -100,15 +101,17 @@ func main() {
 	for k, ss := range samples {
 		walls := make([]time.Duration, len(ss))
 		cpus := make([]time.Duration, len(ss))
+		faults := make([]int64, len(ss))
 		var rss int64
 		for i, s := range ss {
-			walls[i], cpus[i] = s.wall, s.cpu
+			walls[i], cpus[i], faults[i] = s.wall, s.cpu, s.faults
 			rss = max(rss, s.maxRSS)
 		}
 		slices.Sort(walls)
 		slices.Sort(cpus)
+		slices.Sort(faults)
 		med, p10, p90 := pct(walls, 50), pct(walls, 10), pct(walls, 90)
-		line := fmt.Sprintf("  %-16s median %10s  p10 %10s  p90 %10s  cpu %9s  peak RSS %7d KiB", labels[k], ms(med), ms(p10), ms(p90), ms(pct(cpus, 50)), rss)
+		line := fmt.Sprintf("  %-16s median %10s  p10 %10s  p90 %10s  cpu %9s  faults %5d  peak RSS %7d KiB", labels[k], ms(med), ms(p10), ms(p90), ms(pct(cpus, 50)), faults[len(faults)/2], rss)
 		if k == 0 {
 			base = med
 		} else {
@@ -116,8 +119,8 @@ func main() {
 		}
 		fmt.Println(line)
 		if res != nil {
-			fmt.Fprintf(res, "%s median_us=%d p90_us=%d base_us=%d cpu_us=%d maxrss_kib=%d n=%d\n",
-				labels[k], med.Microseconds(), p90.Microseconds(), base.Microseconds(), pct(cpus, 50).Microseconds(), rss, len(ss))
+			fmt.Fprintf(res, "%s median_us=%d p90_us=%d base_us=%d cpu_us=%d maxrss_kib=%d faults=%d n=%d\n",
+				labels[k], med.Microseconds(), p90.Microseconds(), base.Microseconds(), pct(cpus, 50).Microseconds(), rss, faults[len(faults)/2], len(ss))
 		}
 	}
 	if *phases {
@@ -199,9 +202,9 @@ func runOnce(cmd, unique string, files []*os.File, phaseFile string) (sample, er
 	if err != nil {
 		return sample{}, err
 	}
-	s := sample{wall: wall, cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), maxRSS: ru.Maxrss}
+	s := sample{wall: wall, cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), maxRSS: ru.Maxrss, faults: ru.Minflt}
 	if phaseFile != "" {
-		if s.points, err = readPoints(phaseFile, start, wall); err != nil {
+		if s.points, err = readPoints(phaseFile, start, wall, ru.Minflt); err != nil {
 			return s, err
 		}
 	}

@@ -10,16 +10,19 @@ import (
 	"time"
 )
 
-// point is one point a run passed, as time since the spawn.
+// point is one point a run passed, as time since the spawn, and the minor
+// page faults the process had taken by then (-1: not known).
 type point struct {
-	name string
-	at   time.Duration
+	name   string
+	at     time.Duration
+	faults int64
 }
 
-// readPoints reads the "NAME UNIXNANO" lines a -tags phases build wrote,
-// keeps the first time of each name, and adds "reaped", when wait4
-// returned. A command that wrote no file passed no point.
-func readPoints(path string, spawn time.Time, wall time.Duration) ([]point, error) {
+// readPoints reads the "NAME UNIXNANO [MINFLT]" lines a -tags phases build
+// wrote, keeps the first time of each name, and adds "reaped", when wait4
+// returned, with the process's faults from its rusage. A command that
+// wrote no file passed no point.
+func readPoints(path string, spawn time.Time, wall time.Duration, faults int64) ([]point, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -32,14 +35,21 @@ func readPoints(path string, spawn time.Time, wall time.Duration) ([]point, erro
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		name, ns, ok := strings.Cut(sc.Text(), " ")
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 {
 			return nil, fmt.Errorf("%s: bad line %q", path, sc.Text())
 		}
-		if !seen[name] {
-			seen[name] = true
-			pts = append(pts, point{name, time.Unix(0, n).Sub(spawn)})
+		n, err := strconv.ParseInt(fs[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad line %q", path, sc.Text())
+		}
+		flt := int64(-1)
+		if len(fs) > 2 {
+			flt, _ = strconv.ParseInt(fs[2], 10, 64)
+		}
+		if !seen[fs[0]] {
+			seen[fs[0]] = true
+			pts = append(pts, point{fs[0], time.Unix(0, n).Sub(spawn), flt})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -48,14 +58,14 @@ func readPoints(path string, spawn time.Time, wall time.Duration) ([]point, erro
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	return append(pts, point{"reaped", wall}), nil
+	return append(pts, point{"reaped", wall, faults}), nil
 }
 
 // printPhases prints, for each command whose runs passed points, the
 // median time of each point since the spawn and the median step from the
-// point before it; then, for the points every such command passed, each
-// command's median step between them and the last command's difference
-// from the first.
+// point before it; then, for the points every such command passed, the
+// last two commands' median steps between them and the last one's
+// difference from the one before it.
 func printPhases(labels []string, samples [][]sample) {
 	var cmds []int
 	for k, ss := range samples {
@@ -67,12 +77,13 @@ func printPhases(labels []string, samples [][]sample) {
 		return
 	}
 	fmt.Println()
-	fmt.Println("  points (ms since the spawn, median of the runs; step: from the point before, median)")
+	fmt.Println("  points (ms since the spawn, median of the runs; step: from the point before, median;")
+	fmt.Println("  faults: minor page faults in the step, median)")
 	for _, k := range cmds {
 		fmt.Printf("  %s\n", labels[k])
 		for _, name := range order(samples[k]) {
 			at, step := medians(samples[k], name, nil)
-			fmt.Printf("    %-20s at %7.3f  step %7.3f\n", name, msf(at), msf(step))
+			fmt.Printf("    %-20s at %7.3f  step %7.3f  faults %5d\n", name, msf(at), msf(step), faultStep(samples[k], name))
 		}
 	}
 	if len(cmds) < 2 {
@@ -83,7 +94,7 @@ func printPhases(labels []string, samples [][]sample) {
 		names := order(samples[k])
 		common = slices.DeleteFunc(common, func(n string) bool { return !slices.Contains(names, n) })
 	}
-	first, last := cmds[0], cmds[len(cmds)-1]
+	first, last := cmds[len(cmds)-2], cmds[len(cmds)-1]
 	fmt.Println()
 	fmt.Printf("  steps between the points both passed (median, ms): %s, %s, difference\n", labels[first], labels[last])
 	for _, name := range common {
@@ -132,3 +143,26 @@ func medians(ss []sample, name string, among []string) (at, step time.Duration) 
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// faultStep is the median of the minor page faults each run took between
+// the point before name and name (-1 when the runs did not say).
+func faultStep(ss []sample, name string) int64 {
+	var steps []int64
+	for _, s := range ss {
+		var prev int64
+		for _, p := range s.points {
+			if p.name == name {
+				if p.faults >= 0 && prev >= 0 {
+					steps = append(steps, p.faults-prev)
+				}
+				break
+			}
+			prev = p.faults
+		}
+	}
+	if len(steps) == 0 {
+		return -1
+	}
+	slices.Sort(steps)
+	return steps[len(steps)/2]
+}

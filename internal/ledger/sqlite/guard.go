@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -30,8 +31,12 @@ type files struct {
 	// when it has them.
 	hdr []byte
 	wal fileInfo
-	// walHdr is the -wal's header and its first frame's header.
+	// walHdr is the -wal's header and its first frame's header; walIDs
+	// the identities its transactions carry (walIdentitiesAt), walValid
+	// that it has a valid header.
 	walHdr       []byte
+	walIDs       []uint32
+	walValid     bool
 	shm, journal fileInfo
 }
 
@@ -47,16 +52,18 @@ const (
 	walFrameHdr   = 24
 )
 
-// readFiles reads the main file's header and the -wal's, and stats the
-// -shm and -journal. Every open is O_NOFOLLOW: a link beside the ledger
+// readFiles reads the main file's header and the -wal's (and the
+// identities its transactions carry), and stats the -shm and -journal. Every open is O_NOFOLLOW: a link beside the ledger
 // is refused, never followed.
 func readFiles(path, real string) (files, error) {
 	var f files
 	var err error
-	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize); err != nil {
+	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize, nil); err != nil {
 		return f, err
 	}
-	if f.wal, f.walHdr, err = readHead(path, real+"-wal", walHeaderSize+walFrameHdr); err != nil {
+	if f.wal, f.walHdr, err = readHead(path, real+"-wal", walHeaderSize+walFrameHdr, func(fd int, size int64) {
+		f.walIDs, f.walValid = walIdentitiesAt(fdReader(fd), size)
+	}); err != nil {
 		return f, err
 	}
 	if f.wal.exists && f.wal.st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -78,10 +85,11 @@ func readFiles(path, real string) (files, error) {
 	return f, nil
 }
 
-// readHead opens name (not following a link), stats it and reads up to n
-// bytes from its start. A missing file is no error; one that cannot be
+// readHead opens name (not following a link), stats it, reads up to n
+// bytes from its start and, when more is to be read, hands the open file
+// and its size to more. A missing file is no error; one that cannot be
 // opened to read (another user's -wal) is taken as it stats.
-func readHead(path, name string, n int) (fileInfo, []byte, error) {
+func readHead(path, name string, n int, more func(fd int, size int64)) (fileInfo, []byte, error) {
 	var fi fileInfo
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	switch {
@@ -119,7 +127,21 @@ func readHead(path, name string, n int) (fileInfo, []byte, error) {
 		return fi, nil, &ledger.StoreError{Op: "read", Path: path, Err: fmt.Errorf("I/O error reading %s: %w", name, err),
 			Hint: "check the health of the disk that holds the ledger"}
 	}
+	if more != nil {
+		more(fd, fi.st.Size)
+	}
 	return fi, buf[:got], nil
+}
+
+// fdReader reads a file by its descriptor (pread), for readHead's more.
+type fdReader int
+
+func (r fdReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(r), b, off)
+	if err == nil && n < len(b) {
+		err = io.EOF
+	}
+	return n, err
 }
 
 func notRegular(path, name string) error {
@@ -215,11 +237,39 @@ func (f files) rollbackMode() bool {
 	return len(f.hdr) == dbHeaderSize && f.hdr[18] == 1 && f.hdr[19] == 1
 }
 
-// isLedger reports whether the main file's header carries idem's
-// application_id: only then does an open change anything about it before
-// checkSchema has read it.
+// isLedger reports whether the main file's header carries an idem
+// ledger's application_id: only then does an open change anything about
+// it before checkSchema has read it.
 func (f files) isLedger() bool {
-	return len(f.hdr) == dbHeaderSize && binary.BigEndian.Uint32(f.hdr[68:]) == applicationID
+	return len(f.hdr) == dbHeaderSize && isIdemID(f.mainID())
+}
+
+// mainID is the application_id in the main file's header (0: none).
+func (f files) mainID() uint32 {
+	if len(f.hdr) < dbHeaderSize {
+		return 0
+	}
+	return binary.BigEndian.Uint32(f.hdr[68:])
+}
+
+// walBelongs reports what the -wal's transactions say of the file they
+// were written to (see walIdentities): proven, every one that carries an
+// identity carries the main file's (or, beside a ledger that has yet to
+// get an identity of its own, an idem ledger's); foreign, one carries
+// another's; neither when none carries one (a -wal of an older idem, or
+// of another program), and the binding decides.
+func (f files) walBelongs() (proven, foreign bool) {
+	ids, ok := f.walIDs, f.walValid
+	if !ok || len(ids) == 0 {
+		return false, false
+	}
+	main := f.mainID()
+	for _, id := range ids {
+		if id != main && !(main == legacyApplicationID && isIdemID(id)) {
+			return false, true
+		}
+	}
+	return true, false
 }
 
 // checkJournal refuses a -wal that SQLite would replay onto a file it
@@ -229,40 +279,56 @@ func (f files) isLedger() bool {
 //     rollback mode (a backup restored over the ledger while its -wal
 //     stayed): SQLite creates and keeps a -wal only for a database in WAL
 //     mode;
+//   - a -wal whose transactions carry another ledger's identity, or whose
+//     main file is not the ledger they were written to (walBelongs): a
+//     -wal copied over this ledger's own in place, or another database
+//     copied over the main file while its -wal stayed;
 //   - a -wal written for another page size;
-//   - a -wal with frames that is bound to another main file, or bound to
+//   - where the transactions carry no identity (written by an older idem
+//     or another program), a -wal bound to another main file, or bound to
 //     none where the file system keeps extended attributes: idem binds
 //     every -wal before it writes to it (see bind.go), and cp, tar and
 //     rsync without -X drop the binding.
 //
-// What it cannot see: a -wal copied in place over the ledger's own (the
-// inode and its binding stay), or the file of another live ledger copied
-// in place over this one; both are the kind of copy the documented
-// restore never makes.
+// A -wal whose transactions carry the main file's identity is replayed
+// wherever it lies (a ledger moved with its -wal by a tool that drops
+// extended attributes). What it cannot see: an older copy of this same
+// ledger put in place of its main file while its -wal stayed (the
+// documented restore removes the -wal, and idem backup writes rollback
+// mode, which is refused).
 func checkJournal(path, real string, f files) error {
 	if !f.walFrames() {
 		return nil
 	}
 	be := binary.BigEndian
+	proven, foreign := f.walBelongs()
 	bound, errno := walBinding(real)
 	var why string
 	switch {
-	case errno == 0 && bound != fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String():
-		why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
 	case !f.main.exists || len(f.hdr) < dbHeaderSize:
 		why = "the ledger file is empty or missing but a -wal with transactions lies beside it"
 	case f.rollbackMode():
 		why = "the ledger file is not in WAL mode (a backup restored over it?) but a -wal with transactions lies beside it"
+	case foreign && !f.isLedger():
+		why = "the -wal beside the ledger was written to an idem ledger, but the file beside it is not that ledger (another database copied over it?)"
+	case foreign:
+		why = "the -wal beside the ledger holds another ledger's transactions (copied over this one's?)"
 	case pageSize(f.hdr) != be.Uint32(f.walHdr[8:]):
 		why = "the -wal beside the ledger was written for another database (its page size differs)"
+	case proven:
+		return nil
+	case errno == 0 && bound != fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String():
+		why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
 	case errno == errNoAttr:
 		why = "the -wal beside the ledger is not bound to it (copied without extended attributes, or written by another program)"
 	default:
 		return nil
 	}
-	return &ledger.StoreError{Op: "open", Path: path,
-		Err:  errors.New(why + "; SQLite would replay it onto this file"),
-		Hint: "with no idem running: if the -wal is this ledger's own (moved with it), fold it in with sqlite3 " + path + " 'PRAGMA wal_checkpoint(TRUNCATE)'; else move the -wal and -shm aside (a restored backup needs neither)"}
+	hint := "with no idem running: if the -wal is this ledger's own (moved with it), fold it in with sqlite3 " + path + " 'PRAGMA wal_checkpoint(TRUNCATE)'; else move the -wal and -shm aside (a restored backup needs neither)"
+	if foreign {
+		hint = "with no idem running, move the -wal and -shm aside (never fold them in): the ledger's own last transactions, if they were in its -wal, are lost, so check the ledger with idem check or restore it from a backup"
+	}
+	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New(why + "; SQLite would replay it onto this file"), Hint: hint}
 }
 
 // pageSize reads the page size from a database header (1 means 65536).

@@ -62,6 +62,13 @@ type Ledger struct {
 	// newEntries: this connection's open created one of the ledger's
 	// files; the first durable commit syncs their directory.
 	newEntries bool
+	// id is the ledger's identity (its application_id), and stamp the
+	// statement that writes it in every write transaction (setID).
+	id    uint32
+	stamp string
+	// restored: the ledger was a backup restored in rollback mode; it
+	// gets a new identity (migrate).
+	restored bool
 }
 
 // Options is how OpenFile opens a ledger file.
@@ -162,8 +169,11 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
 	if !opts.ReadOnly && f.rollbackMode() && f.isLedger() {
 		// A restored backup (VACUUM INTO writes rollback mode): without
-		// WAL, a reader's open transaction would block every run.
+		// WAL, a reader's open transaction would block every run. It gets
+		// an identity of its own, as a new ledger does: the ledger it was
+		// copied from may live on beside it.
 		err = s.switchToWAL(ctx, "open")
+		s.restored = true
 	}
 	if err == nil {
 		err = s.checkSchema(ctx, migrations, opts.ReadOnly)

@@ -47,9 +47,6 @@ var migrations = []ledger.Migration{
 	{Version: 6, Compat: 4, SQL: schemaV6},
 }
 
-// applicationID marks a SQLite file as an idem ledger ("idem").
-const applicationID = 0x6964656d
-
 // checkSchema refuses foreign files, and ledgers that need a newer idem,
 // before anything is written; it initialises an empty file and migrates an
 // older ledger, unless readOnly.
@@ -82,7 +79,8 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return err
 	}
 	switch {
-	case appID == applicationID && version > 0:
+	case isIdemID(uint32(appID)) && version > 0:
+		s.setID(uint32(appID))
 		pending, err := ledger.PlanSchema(decodeVersions(version), migrations, readOnly)
 		if err != nil {
 			return s.schemaErr(err)
@@ -95,7 +93,13 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		if readOnly {
 			return nil
 		}
-		return s.checkPages(ctx)
+		if err := s.checkPages(ctx); err != nil {
+			return err
+		}
+		if s.id == legacyApplicationID || s.restored {
+			return s.migrate(ctx, "give the ledger an identity", migrations)
+		}
+		return nil
 	case appID != 0 || version != 0:
 		return notLedger(s.path)
 	}
@@ -220,14 +224,19 @@ func (s *Ledger) initialise(ctx context.Context, migrations []ledger.Migration) 
 }
 
 // migrate applies the migrations the ledger lacks in one BEGIN IMMEDIATE
-// transaction, reading its version again under the write lock: another
-// process may have initialised or migrated it first. A new file also gets
-// its application_id.
+// transaction, reading its version and identity again under the write
+// lock: another process may have initialised or migrated it first. A new
+// file, and a ledger made before ledgers had identities of their own, get
+// one (see walid.go); the ledger then checkpoints, so that its main file,
+// not only its -wal, carries it soon.
 func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Migration) error {
 	var planErr error
+	rekeyed := false
 	err := s.write(ctx, op, func(tx *sql.Tx) error {
-		var version int64
-		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		rekeyed = false
+		var version, appID int64
+		if err := tx.QueryRowContext(ctx, `SELECT v.user_version, a.application_id FROM pragma_user_version() v, pragma_application_id() a`).
+			Scan(&version, &appID); err != nil {
 			return err
 		}
 		stored := decodeVersions(version)
@@ -236,7 +245,12 @@ func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Mig
 			planErr = err
 			return err
 		}
-		if len(pending) == 0 {
+		id := uint32(appID)
+		if !isIdemID(id) || id == legacyApplicationID || s.restored {
+			id, rekeyed = newLedgerID(), true
+		}
+		if len(pending) == 0 && !rekeyed {
+			s.setID(id)
 			return nil // another process got here first
 		}
 		for _, m := range pending {
@@ -244,12 +258,20 @@ func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Mig
 				return fmt.Errorf("schema v%d: %w", m.Version, err)
 			}
 		}
-		_, err = tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = %d`,
-			applicationID, encodeVersions(stored.After(pending))))
-		return err
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, encodeVersions(stored.After(pending)))); err != nil {
+			return err
+		}
+		s.setID(id) // the stamp of this transaction sets it
+		return nil
 	})
 	if planErr != nil {
 		return s.schemaErr(planErr)
+	}
+	if err == nil && rekeyed {
+		s.restored = false
+		// Opportunistic, as trimWAL: a reader keeps it from completing,
+		// and the next checkpoint does it.
+		s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
 	}
 	return err
 }

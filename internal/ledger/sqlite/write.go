@@ -83,7 +83,8 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 }
 
 // writeOnce runs fn in one transaction; committing says whether err came
-// from the commit (whose outcome is then unknown).
+// from the commit (whose outcome is then unknown). The transaction is
+// stamped with the ledger's identity (see walid.go).
 func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error, committing bool) {
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -93,7 +94,22 @@ func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err err
 	if err := fn(tx); err != nil {
 		return err, false
 	}
+	if s.stamp != "" {
+		if _, err := tx.ExecContext(ctx, s.stamp); err != nil {
+			return err, false
+		}
+	}
 	return tx.Commit(), true
+}
+
+// setID records the ledger's identity, which every write transaction
+// stamps on page 1 (PRAGMA application_id): then each transaction in the
+// -wal carries it, and a -wal is never replayed onto another ledger's
+// file (checkJournal). Setting it to the value it has still writes page
+// 1, which is the point.
+func (s *Ledger) setID(id uint32) {
+	s.id = id
+	s.stamp = fmt.Sprintf(`PRAGMA application_id = %d`, int32(id))
 }
 
 // fenced runs an owner's UPDATE and turns "no row" into ErrLeaseLost.
