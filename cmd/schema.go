@@ -107,7 +107,7 @@ func runSchema(ctx context.Context, a *app, o *schemaOptions) error {
 		a.ui.noticef("the ledger in schema %q is at v%d", res.Schema, res.Before)
 	}
 	if res.Rehomed {
-		a.ui.noticef("the ledger in schema %q was restored from another database: its fencing tokens now start past any handed out there", res.Schema)
+		a.ui.noticef("the ledger in schema %q was restored from a backup: its fencing tokens now start past any handed out since", res.Schema)
 	}
 	for _, r := range o.grants {
 		a.ui.noticef("granted %s the runtime rights", r)

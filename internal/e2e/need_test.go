@@ -26,7 +26,7 @@ func debianPackage(program string) string {
 		return "golang-go"
 	case "promtool":
 		return "prometheus"
-	case "unshare", "setpriv":
+	case "unshare", "nsenter", "setpriv":
 		return "util-linux"
 	case "timeout", "nohup":
 		return "coreutils"

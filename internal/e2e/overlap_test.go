@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 // overlapjob LOCK LOG: takes an exclusive flock on LOCK without
@@ -40,6 +43,8 @@ import (
 //	short       sleeps a random 0-300ms and exits 75; its grandchild lives
 //	            a random 0-1s, and half the time starts with an empty
 //	            environment but keeps idem's fd 3 (as fd 4)
+//	succeed     logs "okstart KEY UNIXNANO" (no grandchild), sleeps a
+//	            random 0-300ms and exits 0
 func overlapjob() {
 	if os.Args[1] == "-gc" {
 		signal.Ignore(syscall.SIGTERM)
@@ -62,6 +67,12 @@ func overlapjob() {
 		appendLine(logf, fmt.Sprintf("overlap %d", os.Getpid()))
 		fmt.Println("overlap")
 		os.Exit(3)
+	}
+	if has("succeed") {
+		appendLine(logf, fmt.Sprintf("okstart %s %d", os.Getenv("IDEM_KEY"), time.Now().UnixNano()))
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		fmt.Println("done")
+		return
 	}
 	b, _ := os.ReadFile(logf)
 	first := !strings.Contains(string(b), "start ")
@@ -400,8 +411,10 @@ func TestOverlapPIDNamespace(t *testing.T) {
 // the run lock file now and then (as rm, not as an age-based cleaner,
 // which the kept-fresh times hold off), and a loop of nobody's keeps
 // respawning TERM-ignoring processes that carry a copy of a run's
-// IDEM_RUN. No execution may start while one of an earlier one runs,
-// nobody's processes are never signalled, and the key keeps running.
+// IDEM_RUN. Beside it, runs of a few keys whose command succeeds suffer
+// the same chaos. No execution may start while one of an earlier one
+// runs, nobody's processes are never signalled, the key keeps running,
+// and no key whose success was recorded starts again.
 func TestOverlapChaos(t *testing.T) {
 	needProcs(t)
 	if testing.Short() {
@@ -421,7 +434,17 @@ func TestOverlapChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer errs.Close()
-	var live []*exec.Cmd
+	// The succeeding keys: each its own lock file (an overlap is of one
+	// key's executions), the same log.
+	okKey := func(i int) string { return fmt.Sprintf("overlap:chaos-ok-%d", i) }
+	okJob := func(i int) command {
+		c := g.job("succeed", okKey(i), "--lease", "1s", "--kill-grace", "200ms", "--max-attempts", "1000000", "--transient-codes", "1-255",
+			"--initial-delay", "10ms", "--max-delay", "50ms", "--deadline", "3s")
+		c.argv[len(c.argv)-2] = g.path(fmt.Sprintf("ok-%d.lock", i))
+		return c
+	}
+	const okKeys = 4
+	var live, liveOK []*exec.Cmd
 	var stopped []int
 	stoppedAt := map[int]time.Time{}
 	kills, stops, runs, cleans := 0, 0, 0, 0
@@ -451,18 +474,34 @@ func TestOverlapChaos(t *testing.T) {
 			live = append(live, c)
 			go c.Wait()
 		}
+		// And a run of a succeeding key, most times round, two at most.
+		if len(liveOK) < 2 && rand.IntN(3) > 0 {
+			job := okJob(1 + rand.IntN(okKeys))
+			c := exec.Command(job.argv[0], job.argv[1:]...)
+			c.Dir, c.Env = job.dir, job.env
+			c.Stderr = errs
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			runs++
+			liveOK = append(liveOK, c)
+			go c.Wait()
+		}
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 		// Reap the idems that ended.
-		kept := live[:0]
-		for _, c := range live {
-			if syscall.Kill(c.Process.Pid, 0) == nil && !zombie(c.Process.Pid) {
-				kept = append(kept, c)
+		running := func(cs []*exec.Cmd) []*exec.Cmd {
+			kept := cs[:0]
+			for _, c := range cs {
+				if syscall.Kill(c.Process.Pid, 0) == nil && !zombie(c.Process.Pid) {
+					kept = append(kept, c)
+				}
 			}
+			return kept
 		}
-		live = kept
+		live, liveOK = running(live), running(liveOK)
 		// Pick a victim: an idem, or a process of a run (by its IDEM_RUN).
 		victims := runProcs()
-		for _, c := range live {
+		for _, c := range append(slices.Clone(live), liveOK...) {
 			victims = append(victims, c.Process.Pid)
 		}
 		if len(victims) == 0 {
@@ -497,13 +536,14 @@ func TestOverlapChaos(t *testing.T) {
 		}
 		stopped = kept2
 	}
-	for _, c := range live {
+	for _, c := range append(live, liveOK...) {
 		syscall.Kill(c.Process.Pid, syscall.SIGCONT)
 		syscall.Kill(c.Process.Pid, syscall.SIGKILL)
 	}
 	for _, pid := range stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
+	g.noRunAfterSuccess(okKeys, okKey)
 	t.Logf("%d idem runs, %d SIGKILLs, %d SIGSTOPs, %d run locks deleted, %d executions started", runs, kills, stops, cleans, g.count("start "))
 	g.noOverlap()
 	if forgedPID == 0 {
@@ -514,6 +554,38 @@ func TestOverlapChaos(t *testing.T) {
 	if g.count("start ") < 20 {
 		t.Errorf("only %d executions in %v: the chaos starved the key; idem said:\n%s", g.count("start "), dur, tail(readFile(g.path("idem.stderr")), 30))
 	}
+}
+
+// noRunAfterSuccess fails the test if an execution of one of the n keys
+// key(1..n) started after the ledger recorded the key's success, and if
+// none was recorded (the check would prove nothing).
+func (g *overlapRig) noRunAfterSuccess(n int, key func(int) string) {
+	g.t.Helper()
+	l := g.openLedger()
+	succeeded := 0
+	for i := 1; i <= n; i++ {
+		rec, err := l.Get(context.Background(), key(i))
+		if err != nil || rec.Status != ledger.StatusSucceeded {
+			continue
+		}
+		succeeded++
+		for _, line := range strings.Split(readFile(g.log), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != "okstart" || f[1] != key(i) {
+				continue
+			}
+			// finished_ms is taken before the outcome commits, and is
+			// whole milliseconds: a start within that millisecond is
+			// earlier.
+			if at, err := strconv.ParseInt(f[2], 10, 64); err == nil && time.Unix(0, at).After(rec.Finished.Add(time.Millisecond)) {
+				g.t.Errorf("%s started at %s, after its success was recorded at %s", key(i), time.Unix(0, at).Format(time.RFC3339Nano), rec.Finished.Format(time.RFC3339Nano))
+			}
+		}
+	}
+	if succeeded == 0 {
+		g.t.Errorf("none of the %d succeeding keys recorded its success: the chaos left nothing to re-execute", n)
+	}
+	g.t.Logf("%d of %d succeeding keys recorded, %d of their executions started", succeeded, n, g.count("okstart "))
 }
 
 // runProcs lists the pids of overlapjob processes (those that carry a

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -50,5 +52,18 @@ func heartbeat() {
 	}
 	for {
 		time.Sleep(time.Hour)
+	}
+}
+
+// nsinit is the init of a simulated host's PID namespace (nsHost): it
+// reaps whatever ends there, orphans included, as a host's init does, so
+// that a dead command does not linger as a zombie that the host's idem
+// would wait for. It runs until the namespace is killed.
+func nsinit() {
+	for {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(-1, &ws, 0, nil); errors.Is(err, syscall.ECHILD) {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

@@ -90,7 +90,9 @@ func TestPostgresReserveBehindHeldLock(t *testing.T) {
 // The path to the server freezes (a SIGSTOPped proxy) 2s into host A's
 // job: A's child is stopped, and dead, at least a second before A's lease
 // expires by the server's clock; host B, connected directly, takes the
-// key over only then, and its child starts after A's died.
+// key over only then, and its child starts after A's died. A and B are
+// nsHosts: B cannot find A's child by its environment or its run lock, as
+// no real host could, so only the lease keeps them apart.
 func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
@@ -115,25 +117,25 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 	via := *u
 	via.Host = proxyAddr
 	const key = "frozen:path:1"
+	hostA, hostB := newNSHost(t, dir, "host-a"), newNSHost(t, dir, "host-b")
 	aBeat, bBeat := filepath.Join(dir, "host-a.beat"), filepath.Join(dir, "host-b.beat")
-	// The child leaves IDEM_RUN behind: host B must not find it by its
-	// environment (on another host it could not), only the lease counts.
 	// One command for both hosts (one fingerprint): its host names its file.
-	child := func(string) []string {
-		return []string{"sh", "-c", `unset IDEM_RUN; exec heartbeat "$IDEM_TESTONLY_HOST.beat"`}
-	}
-	a := pgProcOn(t, fleetIdem(t), via.String(), "host-a", dir,
-		append([]string{"run", "--key", key, "--lease", "6s", "--"}, child(aBeat)...)...)
+	child := []string{"sh", "-c", `exec heartbeat "$IDEM_TESTONLY_HOST.beat"`}
+	a := start(t, hostA.command(t, fleetIdem(t), via.String(), nil,
+		append([]string{"run", "--key", key, "--lease", "6s", "--"}, child...)...))
 	fa := waitFileFields(t, aBeat, 30*time.Second)
-	aPid, _ := strconv.Atoi(fa[0])
+	aNSPid, _ := strconv.Atoi(fa[0])
+	aPid := hostA.pid(aNSPid)
+	if aPid == 0 {
+		t.Fatalf("host A's child (pid %d there) is not on host A", aNSPid)
+	}
 	aStart, _ := strconv.ParseInt(fa[1], 10, 64)
 	time.Sleep(time.Until(time.Unix(0, aStart).Add(2 * time.Second)))
 	proxy.send(syscall.SIGSTOP)
 	defer proxy.send(syscall.SIGCONT)
 
-	b := pgProcOn(t, fleetIdem(t), dsn, "host-b", dir,
-		append([]string{"run", "--key", key, "--lease", "6s", "--wait", "--wait-timeout", "60s", "--"}, child(bBeat)...)...)
-
+	b := start(t, hostB.command(t, fleetIdem(t), dsn, nil,
+		append([]string{"run", "--key", key, "--lease", "6s", "--wait", "--wait-timeout", "60s", "--"}, child...)...))
 	// A's child: when it is gone (an upper bound of its death).
 	var aDied time.Time
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
@@ -169,7 +171,7 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 	}
 	fb := waitFileFieldsOr(bBeat, 60*time.Second)
 	if fb == nil {
-		b.cmd.Process.Signal(syscall.SIGTERM)
+		syscall.Kill(nsChild(t, b), syscall.SIGTERM)
 		t.Fatalf("host B's child never started: %v", b.wait())
 	}
 	bStart, _ := strconv.ParseInt(fb[1], 10, 64)
@@ -177,8 +179,8 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 		t.Errorf("B's child started at %s; A's died by %s, its lease expired at %s",
 			time.Unix(0, bStart).Format(time.StampMicro), aDied.Format(time.StampMicro), expires.Format(time.StampMicro))
 	}
-	bPid, _ := strconv.Atoi(fb[0])
-	syscall.Kill(bPid, syscall.SIGTERM)
+	bNSPid, _ := strconv.Atoi(fb[0])
+	syscall.Kill(hostB.pid(bNSPid), syscall.SIGTERM)
 	b.wait()
 	if b.code != 143 {
 		t.Errorf("host B, its child stopped by SIGTERM: %v; want 143", b)

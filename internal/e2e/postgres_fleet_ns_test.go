@@ -11,29 +11,106 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// pgStartOnNSHost starts idem ARGS... as host, in PID and mount namespaces
-// of its own, with its own boot id and state directory.
-func pgStartOnNSHost(t *testing.T, dsn, host, dir string, args ...string) *process {
+// nsHost is a simulated host of a fleet: PID and mount namespaces of its
+// own, whose init (nsinit) reaps what ends there as a host's init does,
+// its own boot id (IDEM_TESTONLY_BOOT_ID) and its own state directory (run
+// locks). Every process started on it enters its namespaces, so that it
+// sees this host's processes, /proc and run locks, and none of another
+// host's; two runs on one nsHost are on the same host, and judge each
+// other's pids.
+type nsHost struct {
+	name  string
+	dir   string // the processes' working directory
+	state string // XDG_STATE_HOME and HOME
+	init  int    // the namespaces' init, by its pid in the test's namespace
+	ns    string // its PID namespace, as /proc/PID/ns/pid reads
+}
+
+// newNSHost starts host name, its state directory under dir.
+func newNSHost(t *testing.T, dir, name string) *nsHost {
 	t.Helper()
 	unshare := needTool(t, "unshare")
+	needTool(t, "nsenter")
 	if os.Geteuid() != 0 {
 		t.Fatal("unshare --pid needs root")
 	}
-	state := filepath.Join(dir, "state-"+host)
-	if err := os.MkdirAll(state, 0o700); err != nil {
+	h := &nsHost{name: name, dir: dir, state: filepath.Join(dir, "state-"+name)}
+	if err := os.MkdirAll(h.state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	c := inherit([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1", "XDG_STATE_HOME=" + state, "HOME=" + state,
-		"IDEM_TESTONLY_HOST=" + host, "IDEM_TESTONLY_BOOT_ID=boot-" + host},
-		unshare, append([]string{"--pid", "--fork", "--mount", "--mount-proc", fleetIdem(t)}, args...)...)
-	c.dir = dir
-	return start(t, c)
+	u := start(t, inherit(nil, unshare, "--pid", "--fork", "--mount", "--mount-proc", "nsinit"))
+	h.init = nsChild(t, u)
+	// Killing the init ends every process of the host.
+	t.Cleanup(func() { syscall.Kill(h.init, syscall.SIGKILL) })
+	for range 400 {
+		// The init is in the new namespace once unshare has exec'd it.
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", h.init)); err == nil && ns != mustReadlink(t, "/proc/self/ns/pid") {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", h.init)); strings.TrimSpace(string(comm)) == "nsinit" {
+				h.ns = ns
+				return h
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("host %s: nsinit never started in a PID namespace of its own", name)
+	return nil
+}
+
+func mustReadlink(t *testing.T, path string) string {
+	t.Helper()
+	l, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// command is bin ARGS... run on the host with the ledger at dsn (extra:
+// more NAME=VALUE). The process the test starts is nsenter, whose child
+// (nsChild) is bin.
+func (h *nsHost) command(t *testing.T, bin, dsn string, extra []string, args ...string) command {
+	t.Helper()
+	env := append([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1", "XDG_STATE_HOME=" + h.state, "HOME=" + h.state,
+		"IDEM_TESTONLY_HOST=" + h.name, "IDEM_TESTONLY_BOOT_ID=boot-" + h.name}, extra...)
+	c := inherit(env, needTool(t, "nsenter"),
+		append([]string{"--target", strconv.Itoa(h.init), "--pid", "--mount", "--wd=" + h.dir, "--", bin}, args...)...)
+	c.dir, c.timeout = h.dir, 2*time.Minute
+	return c
+}
+
+// start starts fleetIdem's idem ARGS... on the host.
+func (h *nsHost) start(t *testing.T, dsn string, extra []string, args ...string) *process {
+	t.Helper()
+	return start(t, h.command(t, fleetIdem(t), dsn, extra, args...))
+}
+
+// pid is the pid in the test's namespace of the host's process nsPid (as
+// it sees itself, say in a file it wrote), or 0 when there is none.
+func (h *nsHost) pid(nsPid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns != h.ns {
+			continue
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == strconv.Itoa(nsPid) {
+				return p
+			}
+		}
+	}
+	return 0
 }
 
 // A frozen owner (its idem SIGSTOPped past its lease) on host A: host B,
@@ -51,7 +128,8 @@ func TestPostgresFleetFrozenOwnerOverlaps(t *testing.T) {
 	// start and end, and runs until its host's release file appears.
 	job := []string{"run", "--key", key, "--lease", "2s", "--", "sh", "-c",
 		`h=$IDEM_TESTONLY_HOST; echo $h-start >> ` + log + `; while [ ! -e release-$h ]; do sleep 0.05; done; echo $h-end >> ` + log}
-	a := pgStartOnNSHost(t, dsn, "host-a", dir, job...)
+	hostA, hostB := newNSHost(t, dir, "host-a"), newNSHost(t, dir, "host-b")
+	a := hostA.start(t, dsn, nil, job...)
 	for range 1200 {
 		if strings.Contains(readFile(log), "host-a-start") {
 			break
@@ -64,6 +142,9 @@ func TestPostgresFleetFrozenOwnerOverlaps(t *testing.T) {
 	thaw := func() {
 		if !thawed {
 			syscall.Kill(idem, syscall.SIGCONT)
+			// nsenter stopped itself when its child did (as a shell's
+			// job would be): it goes on waiting for idem once continued.
+			a.send(syscall.SIGCONT)
 			thawed = true
 		}
 	}
@@ -78,7 +159,7 @@ func TestPostgresFleetFrozenOwnerOverlaps(t *testing.T) {
 		t.Fatal("host-a's lease never expired")
 	}
 	os.WriteFile(filepath.Join(dir, "release-host-b"), nil, 0o600)
-	b := pgStartOnNSHost(t, dsn, "host-b", dir, job...)
+	b := hostB.start(t, dsn, nil, job...)
 	b.wait()
 	if b.code != 0 {
 		t.Fatalf("host-b after host-a's lease expired: %v", b)

@@ -1,8 +1,10 @@
 package e2e
 
 // The shared PostgreSQL ledger with real idem processes (fleetIdem's
-// build) that claim to run on different hosts through the test-only
-// IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID. They
+// build) on different hosts: where the test is about what one host can
+// see of another, each host is an nsHost (PID and mount namespaces, boot
+// id and state directory of its own); where a host's name is only a label,
+// the test-only IDEM_TESTONLY_HOST / IDEM_TESTONLY_BOOT_ID alone. They
 // need IDEM_TEST_POSTGRES, a DSN (see CONTRIBUTING.md; needPostgres); each test gets
 // a database of its own, dropped afterwards.
 
@@ -74,20 +76,15 @@ type pgHostProc struct {
 	*process
 }
 
-// pgStartOnHost starts idem ARGS... as if on host (extra: more NAME=VALUE).
+// pgStartOnHost starts idem ARGS... as if on host (extra: more
+// NAME=VALUE), in this machine's namespaces: for a test in which the host
+// is a label (see nsHost for one in which hosts must not see each other).
 func pgStartOnHost(t *testing.T, dsn, host, dir string, extra []string, args ...string) *pgHostProc {
 	t.Helper()
 	c := inherit(append([]string{"IDEM_LEDGER=" + dsn, "NO_COLOR=1",
 		"IDEM_TESTONLY_HOST=" + host, "IDEM_TESTONLY_BOOT_ID=boot-" + host}, extra...), fleetIdem(t), args...)
 	c.dir = dir
 	return &pgHostProc{host: host, process: start(t, c)}
-}
-
-func pgRunOnHost(t *testing.T, dsn, host, dir string, args ...string) *pgHostProc {
-	t.Helper()
-	p := pgStartOnHost(t, dsn, host, dir, nil, args...)
-	p.wait()
-	return p
 }
 
 func pgLines(t *testing.T, path string) []string {
@@ -129,8 +126,10 @@ func pgHistory(t *testing.T, db *pgx.Conn, key string) []pgAttempt {
 	return out
 }
 
-// 32 idem processes on 32 "hosts" start at once on one key: the command
+// 32 idem processes on 32 hosts start at once on one key: the command
 // runs exactly once; every other process replays it or reports it busy.
+// The hosts share nothing but the ledger (no run lock, no /proc), so the
+// ledger alone keeps the key to one execution.
 func TestPostgresFleetOneExecution(t *testing.T) {
 	dsn, db := pgDatabase(t)
 	pgFleetOneExecution(t, dsn, db)
@@ -149,18 +148,22 @@ func pgFleetOneExecution(t *testing.T, dsn string, db *pgx.Conn) {
 	const n = 32
 	const key = "deploy:fleet:42"
 	fleetIdem(t) // built here, not in the racers' goroutines
+	hosts := make([]*nsHost, n)
+	for i := range n {
+		hosts[i] = newNSHost(t, dir, fmt.Sprintf("host-%02d", i))
+	}
 	procs := make([]*pgHostProc, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for i := range n {
+	for i, h := range hosts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			// The same command everywhere: the child learns its host from
 			// the environment it inherits.
-			procs[i] = pgStartOnHost(t, dsn, fmt.Sprintf("host-%02d", i), dir, nil,
-				"run", "--key", key, "--", "sh", "-c", `appendto "$0" "$IDEM_KEY@$IDEM_TESTONLY_HOST" && sleeper 300ms`, out)
+			procs[i] = &pgHostProc{host: h.name, process: h.start(t, dsn, nil,
+				"run", "--key", key, "--", "sh", "-c", `appendto "$0" "$IDEM_KEY@$IDEM_TESTONLY_HOST" && sleeper 300ms`, out)}
 		}()
 	}
 	close(start)
@@ -215,12 +218,13 @@ func pgJob(file string) []string {
 }
 
 // pgKillHolder runs key's job on host, waits until its child sleeps, and
-// kills idem with SIGKILL (the child dies with it through Pdeathsig). The
-// key is left in progress under a dead owner.
-func pgKillHolder(t *testing.T, dsn, host, dir, key, file string) {
+// kills idem with SIGKILL (the shell it runs dies with it through
+// Pdeathsig; the shell's sleeper is left to the host). The key is left in
+// progress under a dead owner.
+func pgKillHolder(t *testing.T, dsn string, host *nsHost, key, file string) {
 	t.Helper()
-	ready := filepath.Join(dir, key+".ready")
-	p := pgStartOnHost(t, dsn, host, dir, []string{"HOLD=" + ready},
+	ready := filepath.Join(host.dir, key+".ready")
+	p := host.start(t, dsn, []string{"HOLD=" + ready},
 		append([]string{"run", "--key", key, "--lease", "3s", "--"}, pgJob(file)...)...)
 	for range 1000 {
 		if _, err := os.Stat(ready); err == nil {
@@ -228,31 +232,36 @@ func pgKillHolder(t *testing.T, dsn, host, dir, key, file string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	idem := nsChild(t, p)
 	if _, err := os.Stat(ready); err != nil {
-		p.send(syscall.SIGKILL)
+		syscall.Kill(idem, syscall.SIGKILL)
 		t.Fatalf("the holder's child never started: %v", p.wait())
 	}
-	p.send(syscall.SIGKILL)
+	syscall.Kill(idem, syscall.SIGKILL)
 	p.wait()
 }
 
 // A dead owner on another host frees its key only when its lease expires:
-// its pid means nothing here. On the same host, the dead pid frees it at once.
+// its pid means nothing there, and its processes cannot be seen from
+// there. On the same host, the dead pid frees it at once. Hosts are
+// nsHosts: a run on host-a shares host-a's namespaces with the holder it
+// judges, one on host-b shares nothing with it.
 func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
+	hostA, hostB := newNSHost(t, dir, "host-a"), newNSHost(t, dir, "host-b")
 	const tooSlow = "the killed holder's lease already expired; the machine is too slow for this test's 3s lease"
-	run := func(host, key, file string) *pgHostProc {
-		return pgRunOnHost(t, dsn, host, dir, append([]string{"run", "--key", key, "--"}, pgJob(file)...)...)
+	run := func(host *nsHost, key, file string) *process {
+		return host.start(t, dsn, nil, append([]string{"run", "--key", key, "--"}, pgJob(file)...)...).wait()
 	}
 
 	// Same host: the pid is checked, the dead owner's key is taken over now.
 	same := filepath.Join(dir, "same-host")
-	pgKillHolder(t, dsn, "host-a", dir, "job:same-host", same)
+	pgKillHolder(t, dsn, hostA, "job:same-host", same)
 	if !pgLeaseLive(t, db, "job:same-host") {
 		t.Fatal(tooSlow)
 	}
-	if p := run("host-a", "job:same-host", same); p.code != 0 {
+	if p := run(hostA, "job:same-host", same); p.code != 0 {
 		t.Fatalf("same-host takeover: exit %d, stderr %q", p.code, p.stderr)
 	}
 	if got := pgLines(t, same); fmt.Sprint(got) != "[host-a/1 host-a/2]" {
@@ -261,11 +270,11 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 
 	// Another host: busy while the lease lives, although the pid is dead.
 	other := filepath.Join(dir, "other-host")
-	pgKillHolder(t, dsn, "host-a", dir, "job:other-host", other)
+	pgKillHolder(t, dsn, hostA, "job:other-host", other)
 	if !pgLeaseLive(t, db, "job:other-host") {
 		t.Fatal(tooSlow)
 	}
-	p := run("host-b", "job:other-host", other)
+	p := run(hostB, "job:other-host", other)
 	if p.code != 75 || !strings.Contains(p.stderr, `key "job:other-host" is in progress on host-a`) {
 		t.Fatalf("host-b while host-a's lease lives: exit %d, stderr %q; want 75, in progress on host-a", p.code, p.stderr)
 	}
@@ -279,7 +288,7 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	if p := run("host-b", "job:other-host", other); p.code != 0 {
+	if p := run(hostB, "job:other-host", other); p.code != 0 {
 		t.Fatalf("host-b after the lease expired: exit %d, stderr %q", p.code, p.stderr)
 	}
 	if got := pgLines(t, other); fmt.Sprint(got) != "[host-a/1 host-b/2]" {

@@ -35,6 +35,19 @@ import (
 	"github.com/idemhq/idem/internal/ping"
 )
 
+// idemProgram is idem as the scripts and tests run it: this test binary's
+// own idem, or, with IDEM_TEST_BINARY set, the executable it names (an
+// earlier commit's build), so that the tests show what that build did: a
+// test added for a fix must fail there.
+func idemProgram() {
+	if bin := os.Getenv("IDEM_TEST_BINARY"); bin != "" {
+		err := syscall.Exec(bin, append([]string{"idem"}, os.Args[1:]...), os.Environ())
+		fmt.Fprintln(os.Stderr, "IDEM_TEST_BINARY:", err)
+		os.Exit(2)
+	}
+	os.Exit(cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, fullIdem()))
+}
+
 // fullIdem is what idem-net links: the scripts' in-process idem keeps
 // both kinds of ledger, and pings. (The built executables, idem and idem-net, and
 // the hand-off between them are tested in handoff_test.go.)
@@ -45,7 +58,7 @@ func fullIdem() cmd.Linked {
 // programs is every helper program, by the name scripts and tests run it as.
 func programs() map[string]func() {
 	return map[string]func(){
-		"idem": func() { os.Exit(cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, fullIdem())) },
+		"idem": idemProgram,
 
 		// simple commands for scripts
 		"echoargs": echoargs,
@@ -84,6 +97,7 @@ func programs() map[string]func() {
 		// the bad-network tests (pgnet_test.go)
 		"tcpproxy":  tcpproxy,
 		"heartbeat": heartbeat,
+		"nsinit":    nsinit,
 	}
 }
 

@@ -28,7 +28,7 @@ func TestDocTestedBlocks(t *testing.T) {
 	want := map[string][]string{ // the scripts each page's blocks must name
 		"README.md":         {"readme_quickstart", "readme_cron", "readme_ci", "readme_webhook", "readme_systemd"},
 		"docs/recipes.md":   {"readme_cron", "readme_ci", "readme_webhook", "readme_systemd", "recipes_catchup"},
-		"docs/operators.md": {"readme_operators", "metrics_output"},
+		"docs/operators.md": {"readme_operators", "metrics_output", "readme_pg_restore"},
 	}
 	total := 0
 	for _, file := range docFiles(t, root) {

@@ -142,8 +142,8 @@ type Schemer interface {
 type Applied struct {
 	Schema        string
 	Before, After int // schema versions; Before 0: created
-	// Rehomed: the ledger had been restored from another database, and
-	// its fencing tokens were moved past any handed out there.
+	// Rehomed: the ledger had been restored from a backup, and
+	// its fencing tokens were moved past any handed out since.
 	Rehomed bool
 }
 

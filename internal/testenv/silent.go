@@ -11,6 +11,14 @@ import (
 // address. It closes, with its connections, when the test ends.
 func SilentListener(t testing.TB) string {
 	t.Helper()
+	addr, _ := CountingSilentListener(t)
+	return addr
+}
+
+// CountingSilentListener is SilentListener that also says how many
+// connections it has accepted so far: how often a client tried.
+func CountingSilentListener(t testing.TB) (addr string, accepted func() int) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,5 +47,9 @@ func SilentListener(t testing.TB) string {
 			c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(held)
+	}
 }

@@ -31,19 +31,30 @@ type connector struct {
 	rand   backoff.Rand
 	now    func() time.Time
 	sleep  func(context.Context, time.Duration) error
-	// probe, when set, asks the address what listens there after the
-	// first failure that PostgreSQL's own do not explain (see probe).
-	probe func(context.Context) error
+	// probe, when set, asks the address what listens there (see probe),
+	// once: when a try has not returned within probeAfter, or as soon as
+	// one failed in a way PostgreSQL's own failures do not explain.
+	probe      func(context.Context) error
+	probeAfter time.Duration
 }
+
+// probeAfter is how long a first connection may take before idem asks
+// what listens on the port. A server near by connects in milliseconds,
+// one across the world in a few round trips; a listener that waits for
+// its client to speak first in its own protocol (an HTTP server waits for
+// a request line, which PostgreSQL's start-up message never completes)
+// would otherwise be found out only when the connect timeout ends.
+const probeAfter = time.Second
 
 func defaultConnector() connector {
 	return connector{
 		budget: connectBudget,
 		// Many hosts refused at once (too many clients) spread out.
-		policy: backoff.Policy{Initial: 100 * time.Millisecond, Multiplier: 1.6, Max: 3 * time.Second, Jitter: 0.5},
-		rand:   rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		now:    time.Now,
-		sleep:  sleepCtx,
+		policy:     backoff.Policy{Initial: 100 * time.Millisecond, Multiplier: 1.6, Max: 3 * time.Second, Jitter: 0.5},
+		rand:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		now:        time.Now,
+		sleep:      sleepCtx,
+		probeAfter: probeAfter,
 	}
 }
 
@@ -62,31 +73,31 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // timeout) until it succeeds, fails for good, or the budget or ctx ends;
 // each try's context ends with the budget. It returns the last error.
 // A listener that answers as something else than PostgreSQL fails it at
-// once (a *mismatchError); one that says nothing keeps being retried, and
-// its last error says so (errSilent).
+// once (a *mismatchError), whatever the try made of its answer. One that
+// takes the connection and says nothing, neither to the try until its
+// connect timeout nor to the probe, is not tried again (its error says
+// so, errSilent): a port that answers nothing for a whole connect timeout
+// is a server that hangs, or one that waits for another protocol, and
+// neither passes within the budget, which is for a restart and a full
+// server. Those refuse, or answer with an error, and are retried.
 func (c connector) connect(ctx context.Context, try func(context.Context) error) error {
 	giveUp := c.now().Add(c.budget)
 	probe := c.probe
-	var silent error
 	for n := 1; ; n++ {
 		tctx, cancel := context.WithDeadline(ctx, time.Now().Add(giveUp.Sub(c.now())))
-		err := try(tctx)
+		err, verdict, probed := c.tryProbing(ctx, tctx, cancel, try, probe)
 		cancel()
-		if err == nil || !transientConnect(err) {
-			return err
-		}
-		if probe != nil && unexplained(err) && ctx.Err() == nil {
-			var mismatch *mismatchError
-			switch perr := probe(ctx); {
-			case errors.As(perr, &mismatch):
-				return perr
-			case errors.Is(perr, errSilent):
-				silent = errSilent
-			}
+		if probed {
 			probe = nil
 		}
-		if silent != nil {
-			err = errors.Join(err, silent)
+		var mismatch *mismatchError
+		switch {
+		case errors.As(verdict, &mismatch):
+			return verdict
+		case err == nil || !transientConnect(err):
+			return err
+		case errors.Is(verdict, errSilent) && timedOut(err):
+			return errors.Join(err, errSilent)
 		}
 		if ctx.Err() != nil {
 			return err
@@ -101,12 +112,80 @@ func (c connector) connect(ctx context.Context, try func(context.Context) error)
 	}
 }
 
-// unexplained reports whether a transient connection failure is one that
-// a listener other than PostgreSQL also gives: the connection closed or
-// timed out before an answer, rather than refused or a server's refusal.
+// tryProbing runs try with tctx (cancel ends it) and, when probe is set,
+// the probe beside it, with ctx, once the try has taken probeAfter, or
+// after it failed in a way that the probe may explain (unexplained). A
+// probe that finds something other than PostgreSQL ends the try at once.
+// It returns
+// the try's error, the probe's verdict (nil when it did not run, or found
+// PostgreSQL) and whether the probe ran. Nothing is probed on the way of
+// a connection that succeeds within probeAfter: no round trip is added
+// to a healthy open.
+func (c connector) tryProbing(ctx, tctx context.Context, cancel context.CancelFunc, try, probe func(context.Context) error) (err, verdict error, probed bool) {
+	if probe == nil {
+		return try(tctx), nil, false
+	}
+	tried := make(chan error, 1)
+	go func() { tried <- try(tctx) }()
+	// The probe outlives the try's deadline (a silent port is known only
+	// once the probe's own wait ends), not the caller's.
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	verdicts := make(chan error, 1)
+	startProbe := func() {
+		probed = true
+		go func() { verdicts <- probe(pctx) }()
+	}
+	wake := time.NewTimer(c.probeAfter)
+	defer wake.Stop()
+	done, judged := false, false
+	for !done || probed && !judged {
+		select {
+		case err = <-tried:
+			done = true
+			if err == nil || !unexplained(err) || ctx.Err() != nil {
+				return err, nil, probed // PostgreSQL's own answer, or the caller gave up
+			}
+			if !probed {
+				startProbe()
+			}
+		case <-wake.C:
+			if !probed {
+				startProbe()
+			}
+		case verdict = <-verdicts:
+			judged = true
+			var mismatch *mismatchError
+			if errors.As(verdict, &mismatch) && !done {
+				cancel()
+				<-tried
+				return verdict, verdict, true
+			}
+		}
+	}
+	return err, verdict, probed
+}
+
+// timedOut reports whether a connection failed for want of an answer in
+// time.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}
+
+// unexplained reports whether a connection failure is one that a
+// listener other than PostgreSQL may have caused: anything but a refused
+// connection (nothing listens), a name that does not resolve, a server's
+// own refusal (an ErrorResponse) or a certificate it presented.
 func unexplained(err error) bool {
-	var pe *pgconn.PgError
-	return !errors.As(err, &pe) && !errors.Is(err, syscall.ECONNREFUSED)
+	var (
+		pe      *pgconn.PgError
+		dns     *net.DNSError
+		x509err x509.HostnameError
+		unknown x509.UnknownAuthorityError
+		invalid x509.CertificateInvalidError
+	)
+	return !errors.As(err, &pe) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, &dns) &&
+		!errors.As(err, &x509err) && !errors.As(err, &unknown) && !errors.As(err, &invalid)
 }
 
 // transientConnect reports whether a connection failed for a reason that
@@ -208,10 +287,12 @@ func (p *Ledger) connectError(err error) error {
 		se.Hint = "set sslrootcert (or PGSSLROOTCERT) to the CA certificate that signed the server's"
 	case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
 		se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s", p.addr)
-		if errors.Is(err, errSilent) {
-			se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s: %w", p.addr, errSilent)
-		}
 		se.Hint = "check the host and port, that a firewall lets this host through, and that the server (or pooler) answers; connect_timeout in the DSN or PGCONNECT_TIMEOUT sets the wait"
+		if errors.Is(err, errSilent) {
+			// The port took the connection: no firewall dropped it.
+			se.Err = fmt.Errorf("timed out connecting to PostgreSQL at %s: %w", p.addr, errSilent)
+			se.Hint = "the server (or pooler) at that port hangs, or something there waits for a protocol other than PostgreSQL's: check the host and port; connect_timeout in the DSN or PGCONNECT_TIMEOUT sets the wait"
+		}
 	default:
 		msg := cause(err)
 		switch {

@@ -178,14 +178,35 @@ func openErr(t *testing.T, dsn, secret string) *ledger.StoreError {
 // A server that accepts the connection and never answers: the connect
 // timeout is idem's error, in one line that says the port took the
 // connection, with a hint.
+// It gives up after that one connect timeout: the listener sees one try
+// (sslmode=disable: one connection a try) and one probe, not a try for
+// each retry in the connect budget.
 func TestConnectHung(t *testing.T) {
-	addr := testenv.SilentListener(t)
-	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?connect_timeout=1", "S3cret")
+	addr, accepted := testenv.CountingSilentListener(t)
+	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?sslmode=disable&connect_timeout=1", "S3cret")
 	if want := "timed out connecting to PostgreSQL at " + addr + ": the port accepts connections but nothing answers on it"; se.Err.Error() != want {
 		t.Errorf("error %q, want %q", se.Err, want)
 	}
-	if !strings.Contains(se.Hint, "connect_timeout") {
-		t.Errorf("hint %q: want how to set the wait", se.Hint)
+	if !strings.Contains(se.Hint, "connect_timeout") || !strings.Contains(se.Hint, "hangs") {
+		t.Errorf("hint %q: want a hung server named, and how to set the wait", se.Hint)
+	}
+	if n := accepted(); n != 2 {
+		t.Errorf("the silent port took %d connections, want 2: one try, one probe", n)
+	}
+}
+
+// The probe takes PostgreSQL and PgBouncer for what they are, so that a
+// slow server, probed while a connection to it is under way, is waited
+// for and not refused.
+func TestProbeKnowsPostgres(t *testing.T) {
+	for _, dsn := range []string{ledgertest.PostgresDSN(t), ledgertest.PgBouncerDSN(t)} {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := probe(context.Background(), u.Host); err != nil {
+			t.Errorf("probe of %s: %v, want nil (PostgreSQL)", u.Host, err)
+		}
 	}
 }
 

@@ -95,7 +95,7 @@ type Options struct {
 	// a forgotten IDEM_LEDGER_SCHEMA would otherwise start a second ledger
 	// and split its fleet.
 	Beside bool
-	// Rehome opens a ledger restored from another database (which a run
+	// Rehome opens a ledger restored from a backup (which a run
 	// refuses) so that it can be made this one's (see Apply).
 	Rehome bool
 }

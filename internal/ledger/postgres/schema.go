@@ -47,9 +47,10 @@ const versionsSQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, opts ledger.Options) error {
 	var stored ledger.SchemaVersions
 	var created int64
-	var home, here string
+	var recorded, found home
 	var clock serverClock
-	err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created, &home, &here)
+	err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created,
+		&recorded.place, &recorded.tokens, &found.place, &found.tokens)
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -66,7 +67,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	}
 	if len(pending) == 0 {
 		p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
-		return p.checkHome(home, here)
+		return p.checkHome(recorded, found)
 	}
 	if err := p.migrate(ctx, migrations); err != nil {
 		if sqlState(err) == "42501" {
@@ -74,18 +75,19 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		}
 		return err
 	}
-	if err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created, &home, &here); err != nil {
+	if err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created,
+		&recorded.place, &recorded.tokens, &found.place, &found.tokens); err != nil {
 		return p.wrap("open", err)
 	}
 	p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
-	return p.checkHome(home, here)
+	return p.checkHome(recorded, found)
 }
 
 // identitySQL is versionsSQL with the ledger's creation time, from which
-// its identity is derived, and the server's clock (one round trip at open,
-// as before).
+// its identity is derived, its home as recorded and as found, and the
+// server's clock (one round trip at open, as before).
 const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer, 0),
-	(extract(epoch FROM created) * 1000000)::bigint, coalesce(to_jsonb(m)->>'home', ''), ` + homeSQL + `,
+	(extract(epoch FROM created) * 1000000)::bigint, ` + homeColumnsSQL + `, ` + homeSQL + `, ` + homeTokensSQL + `,
 	(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint FROM {schema}.meta m`
 
 // schemaErr puts ledger.PlanSchema's errors in a *StoreError.

@@ -71,8 +71,9 @@ func SchemaSQL(schema string, roles []string) string {
 		fmt.Fprintf(&b, "\n-- Migration %d\n%s\n", m.Version, strings.TrimSpace(m.SQL))
 	}
 	fmt.Fprintf(&b, "\nINSERT INTO %s.meta (version) VALUES (%d);\n", s, last.Version)
-	fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN home text;\n", s)
-	fmt.Fprintf(&b, "UPDATE %s.meta SET home = %s;\n", s, strings.Join(strings.Fields(homeSQL), " "))
+	fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN home text, ADD COLUMN home_tokens text;\n", s)
+	fmt.Fprintf(&b, "UPDATE %s.meta SET home = %s, home_tokens = %s;\n", s, strings.Join(strings.Fields(homeSQL), " "),
+		strings.ReplaceAll(homeTokensSQL, "{schema}", s))
 	if last.Compat != last.Version {
 		fmt.Fprintf(&b, "ALTER TABLE %s.meta ADD COLUMN compat integer;\n", s)
 		fmt.Fprintf(&b, "UPDATE %s.meta SET compat = %d;\n", s, last.Compat)
@@ -91,8 +92,9 @@ func SchemaSQL(schema string, roles []string) string {
 type Applied struct {
 	Schema        string
 	Before, After int // schema versions; Before 0: created
-	// Rehomed: the ledger had been restored from another database, and
-	// its fencing tokens were moved past any handed out there.
+	// Rehomed: the ledger had been restored from a backup (into another
+	// database, or over itself), and its fencing tokens were moved past
+	// any handed out since.
 	Rehomed bool
 }
 
