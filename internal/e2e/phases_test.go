@@ -30,17 +30,21 @@ func points(t *testing.T, bin string, args ...string) []string {
 		t.Fatal(err)
 	}
 	var names []string
-	var last int64
+	var last, lastFaults int64
 	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		name, ns, _ := strings.Cut(line, " ")
-		at, err := strconv.ParseInt(ns, 10, 64)
-		if err != nil {
-			t.Fatalf("line %q of the points: %v", line, err)
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("line %q of the points: want NAME UNIXNANO MINFLT", line)
 		}
-		if at < last {
-			t.Errorf("point %s at %d, before the point before it (%d)", name, at, last)
+		at, err1 := strconv.ParseInt(f[1], 10, 64)
+		faults, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("line %q of the points: %v %v", line, err1, err2)
 		}
-		names, last = append(names, name), at
+		if at < last || faults < lastFaults {
+			t.Errorf("point %s at %d (%d faults), before the point before it (%d, %d faults)", f[0], at, faults, last, lastFaults)
+		}
+		names, last, lastFaults = append(names, f[0]), at, faults
 	}
 	return names
 }

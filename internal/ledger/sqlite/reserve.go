@@ -25,6 +25,9 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		}
 		st.rec = rec
 		res, err = ledger.Execute(ctx, ledger.Decide(rec, st.req, st.now), rec, st)
+		if err == nil && (res.Outcome == ledger.Busy || res.Outcome == ledger.Replay && st.count) {
+			return errNothingWritten // a replay or a busy key writes nothing: not even the stamp
+		}
 		return err
 	})
 	if err != nil {

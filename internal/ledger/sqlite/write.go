@@ -91,7 +91,9 @@ func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err err
 		return err, false
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(tx); errors.Is(err, errNothingWritten) {
+		return nil, false // rolled back: there is nothing to commit
+	} else if err != nil {
 		return err, false
 	}
 	if s.stamp != "" {
@@ -101,6 +103,12 @@ func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err err
 	}
 	return tx.Commit(), true
 }
+
+// errNothingWritten is what a write transaction's function returns when
+// it read and wrote nothing: the transaction is rolled back rather than
+// committed, so that it writes nothing to the -wal either (the stamp
+// would), and a full disk does not fail a replay.
+var errNothingWritten = errors.New("nothing written")
 
 // setID records the ledger's identity, which every write transaction
 // stamps on page 1 (PRAGMA application_id): then each transaction in the
