@@ -97,6 +97,28 @@ func (a *app) stateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "idem"), nil
 }
 
+// checkHome refuses to make the default ledger under a HOME that does not
+// exist (a typo, a user without one): its directory is made under the
+// home, never the home itself.
+func (a *app) checkHome() error {
+	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return nil
+	}
+	if filepath.IsAbs(a.getenv("XDG_STATE_HOME")) {
+		return nil
+	}
+	home := a.getenv("HOME")
+	if home == "" {
+		return nil // the password database's, which stateDir checked
+	}
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		return &exitError{code: exitcode.IOErr,
+			msg:  fmt.Sprintf("cannot make the default ledger: HOME %s is not a directory", home),
+			hint: "set IDEM_LEDGER to the ledger's path (or HOME to a directory that exists)"}
+	}
+	return nil
+}
+
 // runLockPath is the run lock file for l (see procs.Lock), as its backend
 // places it: beside a ledger file; for a shared ledger, in this host's
 // state directory. "": no lock.
@@ -138,6 +160,11 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, ledgerLocation, er
 	loc, err := a.ledger()
 	if err != nil {
 		return nil, loc, err
+	}
+	if !loc.named {
+		if err := a.checkHome(); err != nil {
+			return nil, loc, err
+		}
 	}
 	l, err := a.open(ctx, loc, ledger.Options{NoMkdir: loc.named})
 	return l, loc, err

@@ -125,7 +125,7 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
 	f.Float64Var(&o.Backoff.Jitter, "jitter", def.Jitter, "random share taken off each delay, 0 to 1 (0: deterministic)")
 	f.Var(flagval.NewDuration(&o.Timeout, 0), "timeout", "stop an attempt after this long (SIGTERM, then SIGKILL), at least 1ms; 0: none")
-	f.Var(flagval.NewDuration(&o.KillGrace, runner.DefaultKillGrace), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; default at most a quarter of it)")
+	f.Var(flagval.NewDuration(&o.KillGrace, runner.DefaultKillGrace), "kill-grace", "time between SIGTERM and SIGKILL when stopping the command (under half the --lease; a short --lease shortens the default to a quarter of it)")
 	f.Var(flagval.NewDuration(&o.Deadline, 0), "deadline", "bound the whole invocation, attempts and backoff; 0: none")
 	f.Var(flagval.NewDuration(&o.Lease, runner.LocalLease), "lease", "lease on the key, renewed while idem lives (default "+
 		runner.LocalLease.String()+" for a ledger file, "+runner.SharedLease.String()+" for PostgreSQL)")
@@ -322,11 +322,15 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		}
 		o.Key += ":" + label
 	}
+	if o.Key != "" {
+		// Before the key's other rules: "deploy:$UNSET" is too short as
+		// well, and the unset variable is what to say.
+		if err := key.CheckParts(o.Key); err != nil {
+			return nil, 0, usagef(emptyPartHint(a.environ), "%v", err)
+		}
+	}
 	if err := o.check(shared); err != nil {
 		return nil, 0, err
-	}
-	if err := key.CheckParts(o.Key); err != nil {
-		return nil, 0, usagef(emptyPartHint(a.environ), "%v", err)
 	}
 	if outer, ok := lookupEnv(a.environ, "IDEM_KEY"); ok && outer == o.Key {
 		// A run of this key is this process's ancestor: it would wait for

@@ -47,7 +47,13 @@ func runScripts(t *testing.T, dir string, files ...string) {
 				return err
 			}
 			env.Setenv("IDEM_LEDGER", filepath.Join(state, "ledger.db"))
-			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+			// A home that exists, as a user's does (idem makes the default
+			// ledger's directory under it, never the home itself).
+			home := filepath.Join(env.WorkDir, "home")
+			if err := os.Mkdir(home, 0o755); err != nil {
+				return err
+			}
+			env.Setenv("HOME", home)
 			env.Setenv("XDG_STATE_HOME", "")
 			env.Setenv("NO_COLOR", "")
 			env.Values[scriptT{}] = env.T()
