@@ -77,7 +77,7 @@ exit 75`
 }
 
 // forger starts (as nobody, or as idem's own uid) a loop that starts a
-// TERM-ignoring sleep under IDEM_RUN=marker every 100ms, so that one is
+// TERM-ignoring sleep under IDEM_RUN=marker every 20ms, so that one is
 // always running whatever gets killed, and writes each one's pid to the
 // file it returns. The loop and its sleeps are one session, killed at the
 // end of the test.
@@ -85,7 +85,7 @@ func forger(t *testing.T, marker string, asNobody bool) string {
 	t.Helper()
 	_, sticky := stickyDir(t)
 	pidFile := filepath.Join(sticky, "forged")
-	c := clean(nil, "setsid", "sh", "-c", `trap '' TERM; while :; do env IDEM_RUN="$0" sleep 1000 & echo $! > "$1"; sleep 0.1; done`, marker, pidFile)
+	c := clean(nil, "setsid", "sh", "-c", `trap '' TERM; while :; do env IDEM_RUN="$0" sleep 1000 & echo $! > "$1"; sleep 0.02; done`, marker, pidFile)
 	c.nobody, c.timeout = asNobody, 10*time.Minute
 	f := start(t, c)
 	t.Cleanup(func() { syscall.Kill(-f.pid(), syscall.SIGKILL) })
