@@ -298,8 +298,11 @@ byte rstat = NONE;   /* status */
 byte rtok;           /* fencing token of the current owner */
 byte rown = NO;      /* owner holding rtok (NO: none) */
 bit  rexp;           /* its lease has expired (on the ledger's clock) */
-bit  mexp[NO];       /* owner o's own lease has expired, as o's clock tells:
+bit  mexp[NO];       /* owner o's own lease has expired, as o's clock tells,
+                      * between its Reserve and its first claim (the only
+                      * time it is read; 0 otherwise, to keep states few):
                       * it stays set when another owner takes the record */
+bit  inwin[NO];      /* owner o is between its Reserve and its first claim */
 byte ctr;            /* the ledger-wide token counter (durable) */
 
 #ifdef GROUPS
@@ -573,7 +576,7 @@ proctype Owner(byte o) {
 #endif
 			:: else -> goto done    /* replay (final) or busy (live owner) */
 			fi;
-			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0; mexp[o] = 0;
+			tok[o] = tk; rstat = INPROG; rtok = tk; rown = o; rexp = 0; mexp[o] = 0; inwin[o] = 1;
 #ifdef DOWNSTREAM
 			nseq++; seq[o] = nseq;
 #endif
@@ -624,13 +627,14 @@ attempt:
 #ifndef NO_CLAIM
 		if
 #ifndef FOLD_ON_RECORD
-		:: a == 0 && !mexp[o] -> skip
+		:: atomic { a == 0 && !mexp[o] -> inwin[o] = 0 }
 #else
 		/* wrong: the record's lease may be a taker's, fresh */
-		:: a == 0 && !rexp -> skip
+		:: atomic { a == 0 && !rexp -> inwin[o] = 0; mexp[o] = 0 }
 #endif
 		:: else ->
 			atomic {
+				inwin[o] = 0; mexp[o] = 0;
 				if
 				:: OWNS -> rexp = 0
 				:: else -> goto done
@@ -830,7 +834,7 @@ end:	do
 active proctype Clock() {
 end:	do
 	:: d_step { rstat == INPROG && !rexp &&
-		(!alive[rown] || frozen[rown] || hung[rown]) -> rexp = 1; mexp[rown] = 1;
+		(!alive[rown] || frozen[rown] || hung[rown]) -> rexp = 1; mexp[rown] = inwin[rown];
 		printf("MSC: lease of token %d expires\n", rtok) }
 	od
 }
