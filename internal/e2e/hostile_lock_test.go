@@ -8,6 +8,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -105,5 +106,28 @@ func TestRunLockKeptFresh(t *testing.T) {
 	run(t, g.idem("--key", "job:fresh-3", "--", "true")).expect(0)
 	if _, err := os.Stat(lock); err != nil {
 		t.Fatalf("no new run lock: %v", err)
+	}
+}
+
+// TestLedgerKeptFresh: a ledger's writes go to its -wal, so its main file
+// keeps an old modification time between checkpoints; a run sets it to
+// now when it is old, so that a cleaner deleting old files leaves the
+// ledger whole and its keys recorded.
+func TestLedgerKeptFresh(t *testing.T) {
+	g := newHostileRig(t)
+	run(t, g.idem("--key", "job:fresh-ledger", "--", "echo", "once")).expect(0)
+	old := time.Now().Add(-72 * time.Hour)
+	for _, f := range []string{g.ledger, g.ledger + "-wal", g.ledger + "-shm", g.ledger + ".runlock"} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, g.idem("--key", "job:fresh-other", "--", "true")).expect(0)
+	run(t, inherit(nil, "find", g.dir, "-name", "ledger.db*", "-mtime", "+0", "-delete")).expect(0)
+	if _, err := os.Stat(g.ledger); err != nil {
+		t.Fatalf("the cleaner deleted the ledger: %v", err)
+	}
+	if p := run(t, g.idem("--key", "job:fresh-ledger", "--", "echo", "once")).expect(0); !strings.Contains(p.stderr, "replayed") {
+		t.Errorf("the recorded key did not replay: %v", p)
 	}
 }

@@ -7,6 +7,7 @@ package e2e
 // another uid, a symlink or a file another user planted as the run lock.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -195,5 +196,37 @@ func TestPlantedRunLock(t *testing.T) {
 				t.Errorf("root created the link's target")
 			}
 		})
+	}
+}
+
+// TestForgedOwnerNotSignalled: whoever can write the ledger can name any
+// process as a record's owner (its pid and start time, which anyone reads
+// in /proc/PID/stat, on this boot, lease expired). The next run takes the
+// key over but signals the named process only if it holds the key's run
+// lock, as the key's idem does: a bystander of the same user lives on.
+func TestForgedOwnerNotSignalled(t *testing.T) {
+	sqlite3 := needTool(t, "sqlite3")
+	g := newHostileRig(t)
+	run(t, g.idem("--key", "forge:owner1", "--", "true")).expect(0)
+	victim := start(t, clean(nil, "sleep", "300"))
+	t.Cleanup(func() { victim.send(syscall.SIGKILL) })
+	startTime, _, err := statOf(victim.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	var ns syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
+		t.Fatal(err)
+	}
+	forge := fmt.Sprintf(`UPDATE records SET status = 'in_progress', finished_ms = NULL, exit_code = NULL, expires_ms = NULL,
+		owner_boot_id = '%s', owner_pidns = %d, owner_pid = %d, owner_start = %d, lease_expires_ms = 1 WHERE key = 'forge:owner1'`,
+		strings.TrimSpace(string(boot)), ns.Ino, victim.pid(), startTime)
+	if out, err := runOut(sqlite3, g.ledger, forge); err != nil {
+		t.Fatalf("sqlite3: %v %s", err, out)
+	}
+	p := run(t, g.idem("--key", "forge:owner1", "--", "true")).expect(0)
+	if !alive(victim.pid()) {
+		t.Fatalf("idem signalled the process the forged record named as its owner: %v", p)
 	}
 }

@@ -396,3 +396,30 @@ func TestLedgerGetsAnIdentity(t *testing.T) {
 		t.Errorf("the key ran again: %q", got)
 	}
 }
+
+// TestLinkOfAnotherUserIsRefused: in a directory everyone may write,
+// nobody makes the ledger's name a link to an empty file of root's. Root's
+// idem refuses it (74) instead of making that file a ledger: the link's
+// maker would choose which of root's files idem writes.
+func TestLinkOfAnotherUserIsRefused(t *testing.T) {
+	needRoot(t)
+	_, dir := stickyDir(t)
+	target := filepath.Join(t.TempDir(), "roots-file")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ledgerPath := filepath.Join(dir, "shared.db")
+	c := clean(nil, "ln", "-s", target, ledgerPath)
+	c.nobody = true
+	run(t, c).expect(0)
+	p := run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:other-user", "--", "touch", filepath.Join(dir, "ran"))).expect(74)
+	if !strings.Contains(p.stderr, "is a symbolic link another user made") || !strings.Contains(p.stderr, "idem: hint:") {
+		t.Errorf("no reason or hint: %v", p)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Size() != 0 {
+		t.Errorf("root's file became a ledger: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Errorf("the command ran")
+	}
+}

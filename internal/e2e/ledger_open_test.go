@@ -117,3 +117,26 @@ func TestRetryAfterFileReclaimed(t *testing.T) {
 		t.Errorf("files left in TMPDIR: %q", files)
 	}
 }
+
+// TestRetryAfterWithoutPrivateDirectory: another user made the private
+// directory first ($TMPDIR/idem-UID, theirs): the IDEM_RETRY_AFTER file
+// then lives in a directory made for the run alone, the caller's and
+// private, never in the shared temporary directory, where another user
+// could put a link or a FIFO in its place; it goes when the run ends.
+func TestRetryAfterWithoutPrivateDirectory(t *testing.T) {
+	needRoot(t)
+	_, tmp := stickyDir(t) // as /tmp is: everyone may make a directory there
+	taken := clean(nil, "mkdir", "-m", "700", filepath.Join(tmp, "idem-0"))
+	taken.nobody = true
+	run(t, taken).expect(0)
+	env := []string{"TMPDIR=" + tmp, "IDEM_LEDGER=" + filepath.Join(t.TempDir(), "ledger.db")}
+	p := run(t, clean(env, idemBin(t), "run", "--key", "retry-after:taken", "--", "/bin/sh", "-c",
+		`d=$(dirname "$IDEM_RETRY_AFTER"); echo "$d"; stat -c '%a %u' "$d"; echo 1s > "$IDEM_RETRY_AFTER"`)).expect(0)
+	lines := strings.Split(strings.TrimSpace(p.stdout), "\n")
+	if len(lines) != 2 || filepath.Dir(lines[0]) != tmp || lines[0] == filepath.Join(tmp, "idem-0") || lines[1] != "700 0" {
+		t.Fatalf("IDEM_RETRY_AFTER's directory: %q; want a directory of root's alone, 0700, in TMPDIR", lines)
+	}
+	if _, err := os.Stat(lines[0]); !os.IsNotExist(err) {
+		t.Errorf("the run's own directory %s is still there: %v", lines[0], err)
+	}
+}

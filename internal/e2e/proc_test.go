@@ -52,6 +52,9 @@ func inherit(env []string, prog string, args ...string) command {
 // temporary directory, LC_ALL=C) plus env (NAME=VALUE).
 func clean(env []string, prog string, args ...string) command {
 	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "LC_ALL=C"}
+	if bin := os.Getenv("IDEM_TEST_BINARY"); bin != "" {
+		base = append(base, "IDEM_TEST_BINARY="+bin) // the build under test (idemProgram)
+	}
 	return command{argv: append([]string{prog}, args...), env: append(base, env...)}
 }
 

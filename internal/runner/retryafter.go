@@ -48,8 +48,13 @@ func retryAfterDir() string {
 
 // removeRetryAfter removes the run's IDEM_RETRY_AFTER file when it ends;
 // when its command used one, also the files runs killed before they could
-// remove theirs left (only commands that write one leave one).
+// remove theirs left (only commands that write one leave one). A
+// directory made for this run alone goes with its file.
 func (inv *invocation) removeRetryAfter() {
+	if inv.retryOwnDir {
+		os.RemoveAll(filepath.Dir(inv.retryAfter))
+		return
+	}
 	if os.Remove(inv.retryAfter) == nil {
 		inv.retryAsked = true
 	}
@@ -58,19 +63,21 @@ func (inv *invocation) removeRetryAfter() {
 	}
 }
 
-// retryAfterPath names this run's IDEM_RETRY_AFTER file, in the private
-// directory (dir, "" when there is none: then the file is created in the
-// temporary directory, where only a file that exists is safe to name).
-func retryAfterPath(ns uint64) (path, dir string, err error) {
+// retryAfterPath names this run's IDEM_RETRY_AFTER file, in the user's
+// private directory (dir). Where that cannot be had (another user made
+// $TMPDIR/idem-UID first), the file goes in a directory made for this run
+// alone (ownDir): never a name in a directory others may write, where
+// they could put a link or a FIFO in its place once the file is gone.
+func retryAfterPath(ns uint64) (path, dir string, ownDir bool, err error) {
 	dir = retryAfterDir()
 	if dir == "" {
-		f, err := os.CreateTemp("", "idem-retry-after-*")
+		d, err := os.MkdirTemp("", "idem-retry-after-*")
 		if err != nil {
-			return "", "", err
+			return "", "", false, err
 		}
-		return f.Name(), "", f.Close()
+		return filepath.Join(d, "retry-after"), "", true, nil
 	}
-	return filepath.Join(dir, fmt.Sprintf("%d-%d-%x", ns, os.Getpid(), rand.Uint64())), dir, nil
+	return filepath.Join(dir, fmt.Sprintf("%d-%d-%x", ns, os.Getpid(), rand.Uint64())), dir, false, nil
 }
 
 // reclaimRetryAfter removes the files in dir of runs in PID namespace ns

@@ -52,7 +52,7 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 	if finder == nil {
 		finder = pidOnly{r.Host}
 	}
-	idem, isIdem := r.abandonedIdem(finder, s.ab)
+	idem, isIdem := r.abandonedIdem(finder, s.ab, s.before.Key)
 	if r.Procs == nil && !isIdem {
 		return 0, nil
 	}
@@ -112,12 +112,32 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 }
 
 // abandonedIdem is the abandoned owner's idem (ab, nil: none), when it
-// runs in this PID namespace or one below it.
-func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner) (procs.Process, bool) {
+// runs in this PID namespace or one below it, and, where there is a run
+// lock (r.Procs), holds key's byte of it, as an owner of the key does
+// from its first attempt on. The record names the process by pid and
+// start time, which anyone who can write the ledger can set to any
+// process's (the start time is in /proc/PID/stat for everyone to read):
+// only the lock shows the process is the key's idem. An owner that holds
+// no lock has started no command; it finds its lease lost at its claim.
+func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner, key string) (procs.Process, bool) {
 	if ab == nil || r.Host.BootID == "" || ab.BootID != r.Host.BootID {
 		return procs.Process{}, false
 	}
-	return finder.Owner(r.Host.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+	p, ok := finder.Owner(r.Host.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+	if !ok || r.Procs == nil {
+		return p, ok // pid and start time are all this platform tells
+	}
+	var lk syscall.Stat_t
+	if r.LockPath == "" || syscall.Stat(r.LockPath, &lk) != nil {
+		return p, false
+	}
+	holders, _ := r.Procs.Holding(uint64(lk.Dev), lk.Ino, key)
+	for _, h := range holders {
+		if h.PID == p.PID {
+			return p, true
+		}
+	}
+	return p, false
 }
 
 // signalFound gives each process a scan found the signal it is due

@@ -122,11 +122,23 @@ const noLedgerHint = "check --ledger or IDEM_LEDGER: idem run creates the ledger
 var errMissingTarget = errors.New("is a symbolic link to a missing file")
 
 // followLink resolves a ledger path that is a symbolic link. SQLite follows
-// it and puts -wal and -shm beside the target, so the target must exist (a
-// dangling link would have SQLite create it with the umask's mode, readable
-// by others) and be the caller's own (another user's file would decide what
-// idem runs and replays, and idem would write into it).
+// it and puts -wal and -shm beside the target, so the link must be the
+// caller's (or root's), the target must exist (a dangling link would have
+// SQLite create it with the umask's mode, readable by others) and be the
+// caller's own (another user's file would decide what idem runs and
+// replays, and idem would write into it).
 func followLink(abs string) (string, fs.FileInfo, error) {
+	// A link that another user made (in a directory others may write,
+	// such as /tmp) chooses which of the caller's files becomes the
+	// ledger: refused, as the kernel's protected_symlinks would refuse to
+	// follow it (many hosts do not set it).
+	if li, err := os.Lstat(abs); err == nil {
+		if uid, ok := owner(li); ok && uid != os.Geteuid() && uid != 0 {
+			return "", nil, &ledger.StoreError{Op: "open", Path: abs,
+				Err:  fmt.Errorf("is a symbolic link another user made (uid %d)", uid),
+				Hint: "point --ledger or IDEM_LEDGER at a ledger of your own, not through another user's link"}
+		}
+	}
 	real, err := filepath.EvalSymlinks(abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil, &ledger.StoreError{Op: "open", Path: abs, Err: errMissingTarget,

@@ -28,9 +28,9 @@ import (
 type files struct {
 	main fileInfo
 	// hdr is the first 100 bytes of the main file (the database header),
-	// when it has them.
-	hdr []byte
-	wal fileInfo
+	// when it has them; page1 what follows it, page 1's b-tree header.
+	hdr, page1 []byte
+	wal        fileInfo
 	// walHdr is the -wal's header and its first frame's header; walIDs
 	// the identities its transactions carry (walIdentitiesAt), walValid
 	// that it has a valid header.
@@ -58,8 +58,13 @@ const (
 func readFiles(path, real string) (files, error) {
 	var f files
 	var err error
-	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize, nil); err != nil {
+	// The header, and the b-tree header of page 1 after it (whether the
+	// schema is empty).
+	if f.main, f.hdr, err = readHead(path, real, dbHeaderSize+8, nil); err != nil {
 		return f, err
+	}
+	if len(f.hdr) > dbHeaderSize {
+		f.page1, f.hdr = f.hdr[dbHeaderSize:], f.hdr[:dbHeaderSize]
 	}
 	if f.wal, f.walHdr, err = readHead(path, real+"-wal", walHeaderSize+walFrameHdr, func(fd int, size int64) {
 		f.walIDs, f.walValid = walIdentitiesAt(fdReader(fd), size)
@@ -254,22 +259,32 @@ func (f files) mainID() uint32 {
 
 // walBelongs reports what the -wal's transactions say of the file they
 // were written to (see walIdentities): proven, every one that carries an
-// identity carries the main file's (or, beside a ledger that has yet to
-// get an identity of its own, an idem ledger's); foreign, one carries
-// another's; neither when none carries one (a -wal of an older idem, or
-// of another program), and the binding decides.
+// identity carries the main file's; foreign, one carries another's;
+// neither when none carries one (a -wal of an older idem, or of another
+// program), and the binding decides. The main file's header lags the
+// -wal until a checkpoint, so two more are the ledger's own: beside a
+// ledger made before ledgers had identities, an idem ledger's (its first
+// run gives it one); and beside a new ledger, whose file has no identity
+// and no table yet (all of it is in the -wal), an idem ledger's.
 func (f files) walBelongs() (proven, foreign bool) {
 	ids, ok := f.walIDs, f.walValid
 	if !ok || len(ids) == 0 {
 		return false, false
 	}
 	main := f.mainID()
+	becoming := main == legacyApplicationID || main == 0 && f.emptySchema()
 	for _, id := range ids {
-		if id != main && !(main == legacyApplicationID && isIdemID(id)) {
+		if id != main && !(becoming && isIdemID(id)) {
 			return false, true
 		}
 	}
 	return true, false
+}
+
+// emptySchema reports whether the main file's page 1, the schema's root,
+// is a leaf with no cell: a database without a table.
+func (f files) emptySchema() bool {
+	return len(f.page1) >= 5 && f.page1[0] == 0x0d && f.page1[3] == 0 && f.page1[4] == 0
 }
 
 // checkJournal refuses a -wal that SQLite would replay onto a file it

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/idemhq/idem/internal/ledger"
 )
 
@@ -66,9 +68,6 @@ type Ledger struct {
 	// statement that writes it in every write transaction (setID).
 	id    uint32
 	stamp string
-	// restored: the ledger was a backup restored in rollback mode; it
-	// gets a new identity (migrate).
-	restored bool
 }
 
 // Options is how OpenFile opens a ledger file.
@@ -133,6 +132,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	}
 	if err == nil && !opts.ReadOnly {
 		err = createWAL(abs, real, f)
+		keepFresh(real, f)
 	}
 	if err != nil {
 		return nil, err
@@ -169,11 +169,8 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
 	if !opts.ReadOnly && f.rollbackMode() && f.isLedger() {
 		// A restored backup (VACUUM INTO writes rollback mode): without
-		// WAL, a reader's open transaction would block every run. It gets
-		// an identity of its own, as a new ledger does: the ledger it was
-		// copied from may live on beside it.
+		// WAL, a reader's open transaction would block every run.
 		err = s.switchToWAL(ctx, "open")
-		s.restored = true
 	}
 	if err == nil {
 		err = s.checkSchema(ctx, migrations, opts.ReadOnly)
@@ -193,6 +190,21 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	bindWAL(real) // one SQLite created meanwhile (another process removed idem's)
 	s.noteFiles(real)
 	return s, nil
+}
+
+// freshAfter is how old the main file's modification time may grow
+// before an open sets it to now: the ledger's writes go to its -wal, and
+// reach the main file only at a checkpoint, so an age-based cleaner
+// (systemd-tmpfiles, find -mtime) would otherwise delete the main file of
+// a ledger in use, and every recorded key with it.
+const freshAfter = time.Hour
+
+// keepFresh sets the main file's times to now when they are older than
+// freshAfter (before SQLite opens it: a path, no descriptor).
+func keepFresh(real string, f files) {
+	if f.main.exists && time.Since(time.Unix(f.main.st.Mtim.Unix())) > freshAfter {
+		unix.UtimesNanoAt(unix.AT_FDCWD, real, nil, unix.AT_SYMLINK_NOFOLLOW)
+	}
 }
 
 // switchToWAL puts the ledger in WAL mode, and binds the -wal SQLite

@@ -96,7 +96,7 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		if err := s.checkPages(ctx); err != nil {
 			return err
 		}
-		if s.id == legacyApplicationID || s.restored {
+		if s.id == legacyApplicationID {
 			return s.migrate(ctx, "give the ledger an identity", migrations)
 		}
 		return nil
@@ -228,7 +228,8 @@ func (s *Ledger) initialise(ctx context.Context, migrations []ledger.Migration) 
 // lock: another process may have initialised or migrated it first. A new
 // file, and a ledger made before ledgers had identities of their own, get
 // one (see walid.go); the ledger then checkpoints, so that its main file,
-// not only its -wal, carries it soon.
+// not only its -wal, carries it soon (until then, checkJournal takes an
+// idem identity beside a main file that has none yet).
 func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Migration) error {
 	var planErr error
 	rekeyed := false
@@ -246,7 +247,7 @@ func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Mig
 			return err
 		}
 		id := uint32(appID)
-		if !isIdemID(id) || id == legacyApplicationID || s.restored {
+		if !isIdemID(id) || id == legacyApplicationID {
 			id, rekeyed = newLedgerID(), true
 		}
 		if len(pending) == 0 && !rekeyed {
@@ -268,7 +269,6 @@ func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Mig
 		return s.schemaErr(planErr)
 	}
 	if err == nil && rekeyed {
-		s.restored = false
 		// Opportunistic, as trimWAL: a reader keeps it from completing,
 		// and the next checkpoint does it.
 		s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
