@@ -313,6 +313,10 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		// Before anything is read, written or caught, as for a ledger.
 		return nil, 0, a.pingElsewhere()
 	}
+	if pinging && o.pingSet {
+		// Said where the pings are sent (idem-net), once.
+		a.ui.warnf("the ping URL on --ping is visible to every user of this host (ps) while idem runs, and anyone with it can ping the check: put it in IDEM_PING_URL")
+	}
 	if on, err := o.period.set(); err != nil {
 		return nil, 0, err
 	} else if on && o.Key != "" { // else check says --key is missing

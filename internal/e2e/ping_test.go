@@ -336,6 +336,10 @@ func TestPingURLIsSecret(t *testing.T) {
 			if strings.Contains(p.stdout, "IDEM_PING_URL=") {
 				t.Errorf("the command got IDEM_PING_URL:\n%s", p.stdout)
 			}
+			// --ping shows in ps: said once; IDEM_PING_URL does not
+			if warned := strings.Count(p.stderr, "idem: warning: the ping URL on --ping is visible"); warned != map[string]int{"env": 0, "flag": 1}[via] {
+				t.Errorf("%d warnings that --ping shows in ps: %v", warned, p)
+			}
 		})
 	}
 	// a bad URL is refused (64) without showing it
