@@ -5,9 +5,10 @@
 #
 #   bench/run.sh            # everything (about 2 minutes, 1.5 GiB of scratch)
 #   QUICK=1 bench/run.sh    # fewer runs, 100k records instead of 1M
-#   IDEM=/path/idem IDEM_PHASES=/path/idem-phases QUICK=1 bench/run.sh
+#   IDEM=/path/idem IDEM_PHASES=/path/idem-phases FILL=/path/fill QUICK=1 bench/run.sh
 #                           # another build of idem (and its -tags phases
-#                           # build), e.g. an earlier commit's, for before/after
+#                           # build and bench/cmd/fill), e.g. an earlier
+#                           # commit's, for before/after
 #
 # Needs only Go, /bin/sh, cat and the tools it builds from bench/cmd.
 # Scratch files go to bench/out/ (ignored by git); the report is printed and
@@ -57,6 +58,8 @@ CGO_ENABLED=0 go build -tags phases -o "$out/floor-phases" ./bench/cmd/floor
 # for a before-and-after) with this script's harness and floors.
 idem=${IDEM:-$out/idem}
 [ -n "${IDEM_PHASES:-}" ] && cp "$IDEM_PHASES" "$out/idem-phases"
+# FILL: that build's bench/cmd/fill, which writes ledgers of its schema.
+[ -n "${FILL:-}" ] && cp "$FILL" "$out/fill"
 timeit=$out/timeit
 
 echo
