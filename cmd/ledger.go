@@ -114,7 +114,7 @@ func (a *app) checkHome() error {
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
 		return &exitError{code: exitcode.IOErr,
 			msg:  fmt.Sprintf("cannot make the default ledger: HOME %s is not a directory", home),
-			hint: "set IDEM_LEDGER to the ledger's path (or HOME to a directory that exists)"}
+			hint: "set IDEM_LEDGER to a file in a directory this user owns (a system user's home is often missing), or HOME to a directory that exists"}
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,9 +50,10 @@ func runScripts(t *testing.T, dir string, files ...string) {
 			}
 			env.Setenv("IDEM_LEDGER", filepath.Join(state, "ledger.db"))
 			// A home that exists, as a user's does (idem makes the default
-			// ledger's directory under it, never the home itself).
+			// ledger's directory under it, never the home itself); a
+			// script's files may have made it already.
 			home := filepath.Join(env.WorkDir, "home")
-			if err := os.Mkdir(home, 0o755); err != nil {
+			if err := os.Mkdir(home, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
 			env.Setenv("HOME", home)
