@@ -7,7 +7,10 @@
 #   PG=postgres://... PGB=postgres://... bench/pg.sh   # N=200 runs each
 #
 # PG and PGB default to IDEM_TEST_POSTGRES and IDEM_TEST_PGBOUNCER (the test
-# set-up in CONTRIBUTING.md). The ledger goes to a schema of its own
+# set-up in CONTRIBUTING.md). BASE=path/to/an/older/idem adds that build's
+# fresh runs and replays, direct and through PgBouncer, to the same
+# interleaved run (before and after, against one load); its ledger is a
+# schema of its own, idem_bench_base. The ledger goes to a schema of its own
 # (IDEM_LEDGER_SCHEMA=idem_bench), dropped first and afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +27,7 @@ idem=$out/idem
 db=$work/pg-bench.db
 export NO_COLOR=1 IDEM_LEDGER_SCHEMA=idem_bench
 unset IDEM_LEDGER
-drop() { psql -qX "$pg" -c 'DROP SCHEMA IF EXISTS idem_bench CASCADE' 2>/dev/null; }
+drop() { psql -qX "$pg" -c 'DROP SCHEMA IF EXISTS idem_bench CASCADE' -c 'DROP SCHEMA IF EXISTS idem_bench_base CASCADE' 2>/dev/null; }
 drop
 trap drop EXIT
 rm -f "$db"*
@@ -33,12 +36,26 @@ rm -f "$db"*
 for l in "$db" "$pg" "$pgb"; do
 	"$idem" --ledger "$l" run --key "replay:$(echo "$l" | cksum | cut -c1-8)" -- /bin/true
 done
+names=true,sqlite-fresh,pg-fresh,pgbouncer-fresh,via-idem-pg-fresh,sqlite-replay,pg-replay,pgbouncer-replay,via-idem-pg-replay
+base=()
+if [ -n "${BASE:-}" ]; then
+	IDEM_LEDGER_SCHEMA=idem_bench_base "$BASE" --ledger "$pg" schema --apply
+	for l in "$pg" "$pgb"; do
+		IDEM_LEDGER_SCHEMA=idem_bench_base "$BASE" --ledger "$l" run --key "replay:base:$(echo "$l" | cksum | cut -c1-8)" -- /bin/true
+	done
+	names=$names,base-pg-fresh,base-pgbouncer-fresh,base-pg-replay,base-pgbouncer-replay
+	b="env IDEM_LEDGER_SCHEMA=idem_bench_base $BASE"
+	base=("$b --ledger $pg run --key fresh:bd:{n} -- /bin/true"
+		"$b --ledger $pgb run --key fresh:bb:{n} -- /bin/true"
+		"$b --ledger $pg run --key replay:base:$(echo "$pg" | cksum | cut -c1-8) -- /bin/true"
+		"$b --ledger $pgb run --key replay:base:$(echo "$pgb" | cksum | cut -c1-8) -- /bin/true")
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # pg-*: idem-net run, what a fleet host calls; via-idem-*: idem run, which
 # hands the invocation to idem-net (an exec: idem's own start, then
 # idem-net's).
 net=$out/idem-net
-"$out/timeit" -n "$n" -names true,sqlite-fresh,pg-fresh,pgbouncer-fresh,via-idem-pg-fresh,sqlite-replay,pg-replay,pgbouncer-replay,via-idem-pg-replay \
+"$out/timeit" -n "$n" -names "$names" \
 	/bin/true \
 	"$idem --ledger $db run --key fresh:s:{n} -- /bin/true" \
 	"$net --ledger $pg run --key fresh:d:{n} -- /bin/true" \
@@ -47,4 +64,5 @@ net=$out/idem-net
 	"$idem --ledger $db run --key replay:$(echo "$db" | cksum | cut -c1-8) -- /bin/true" \
 	"$net --ledger $pg run --key replay:$(echo "$pg" | cksum | cut -c1-8) -- /bin/true" \
 	"$net --ledger $pgb run --key replay:$(echo "$pgb" | cksum | cut -c1-8) -- /bin/true" \
-	"$idem --ledger $pg run --key replay:$(echo "$pg" | cksum | cut -c1-8) -- /bin/true"
+	"$idem --ledger $pg run --key replay:$(echo "$pg" | cksum | cut -c1-8) -- /bin/true" \
+	"${base[@]}"
