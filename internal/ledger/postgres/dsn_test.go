@@ -182,14 +182,8 @@ func openErr(t *testing.T, dsn, secret string) *ledger.StoreError {
 // (sslmode=disable: one connection a try) and one probe, not a try for
 // each retry in the connect budget.
 func TestConnectHung(t *testing.T) {
-<<<<<<< HEAD
 	addr, accepted := testenv.CountingSilentListener(t)
 	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?sslmode=disable&connect_timeout=1", "S3cret")
-=======
-	t.Parallel() // it waits out the connect budget (30s)
-	addr := testenv.SilentListener(t)
-	se := openErr(t, "postgres://idem:S3cret@"+addr+"/ops?connect_timeout=1", "S3cret")
->>>>>>> 4558b68 (ci: e2e tests wait side by side in lanes; builds in the background, niced; fallback rerun limited to the tests the tags change)
 	if want := "timed out connecting to PostgreSQL at " + addr + ": the port accepts connections but nothing answers on it"; se.Err.Error() != want {
 		t.Errorf("error %q, want %q", se.Err, want)
 	}
