@@ -14,6 +14,7 @@ import (
 // the backup over the .db) gives a ledger that passes integrity_check and
 // replays every key recorded before the backup.
 func TestBackupWhileRunsGo(t *testing.T) {
+	busy(t)
 	g := newLeaseRig(t)
 	for i := range 20 {
 		g.run("run", "--key", fmt.Sprintf("backup:before-%02d", i), "--", "echoargs", fmt.Sprintf("out-%d", i)).expect(0)

@@ -55,6 +55,7 @@ func TestLedgerForeignFileKeepsItsData(t *testing.T) {
 // moved away while a run's command runs: the outcome would go to a file
 // that is no longer the ledger, so idem exits 74 saying so, not 0.
 func TestLedgerMovedDuringRun(t *testing.T) {
+	timed(t)
 	for _, suffix := range []string{"", "-wal"} {
 		t.Run("moved"+suffix, func(t *testing.T) {
 			g := newLeaseRig(t)

@@ -26,6 +26,7 @@ import (
 // path, after a PATH= line, is "command not found", as BusyBox ignores
 // that line.
 func TestBusyBoxCrond(t *testing.T) {
+	quiet(t)
 	busybox := needTool(t, "busybox")
 	out, _ := exec.Command(busybox, "crond", "--help").CombinedOutput()
 	testenv.Need(t, "busybox-static", strings.Contains(string(out), "crond [-fbS]"),

@@ -23,7 +23,7 @@ func buildHooked(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds idem with -tags testhooks and crashes it at every point; skipped with -short")
 	}
-	return buildTagged(t, "testhooks", ".")
+	return fleetIdem(t) // the test process's one testhooks build
 }
 
 // crashCase is one command and the flags it runs with.
@@ -92,6 +92,7 @@ func contains[T comparable](xs []T, x T) bool {
 // TestCrashPoints kills idem at every step of a run and checks the ledger
 // and the runs that follow.
 func TestCrashPoints(t *testing.T) {
+	busy(t)
 	s := newStats(t)
 	idem := buildHooked(t)
 	cases := crashCases
@@ -208,6 +209,7 @@ func settle(t *testing.T, s *stats, idem, path, key, marks string, args []string
 // sequence, a key whose success was recorded is never executed again, the
 // ledger stays consistent, and every key settles once the crashes stop.
 func TestCrashTorture(t *testing.T) {
+	busy(t)
 	s := newStats(t)
 	idem := buildHooked(t)
 	points := []string{"before-reserve", "after-reserve", "after-claim", "after-child-start",

@@ -175,6 +175,7 @@ func until(t *testing.T, what string, cond func() bool) {
 // job runs once, the second firing waits for the first and replays it, and
 // both exit 0 (no mail about an error).
 func TestCrontabUnderCron(t *testing.T) {
+	busy(t)
 	root := moduleRoot(t)
 	var tabs []crontab
 	for _, file := range docFiles(t, root) {

@@ -235,6 +235,7 @@ func holdWAL(t *testing.T, idem, path string, long bool) func() {
 // that is not recorded, or run again a command whose success was recorded;
 // the ledger passes integrity_check after every fault.
 func TestFaultInjection(t *testing.T) {
+	quiet(t)
 	if testing.Short() {
 		t.Skip("runs idem under strace a few dozen times; skipped with -short")
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // fleetBuild is the one testhooks build of idem per test process: a build
-// takes seconds, and many tests start fleets. main_test.go removes its
-// directory when the tests end.
+// takes seconds, and many tests start fleets (and the crash points use it
+// too). main_test.go removes its directory when the tests end.
 var fleetBuild struct {
 	once sync.Once
 	dir  string
@@ -60,6 +60,7 @@ func removeFleetBuild() {
 // IDEM_TESTONLY_BOOT_ID say: a host's identity decides whose pids idem
 // judges and whose keys it takes over. Only fleetIdem's build honours them.
 func TestTestOnlyHostOnlyInTestBuild(t *testing.T) {
+	busy(t)
 	real, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,7 @@ func waitPID(t *testing.T, path string, old int) int {
 // but keeps fd 3, and exits 75. The next attempt must not start while it
 // runs: idem finds it by the lock it holds and stops it first.
 func TestAttemptLeftoverWithoutEnvironment(t *testing.T) {
+	timed(t)
 	g := newHostileRig(t)
 	script := `p=$(cat pid 2>/dev/null)
 if [ -n "$p" ] && [ -d /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status; then echo overlap >> log; fi

@@ -36,6 +36,7 @@ func (g *hostileRig) killLeftover() {
 // TestPurgeRefusesLiveLeftovers: purge refuses (75, nothing removed) a key
 // whose run left a process, names it, and removes it with --force.
 func TestPurgeRefusesLiveLeftovers(t *testing.T) {
+	quiet(t)
 	g := newHostileRig(t)
 	t.Cleanup(g.killLeftover)
 	run(t, g.idem(append([]string{"--key", "job:purged", "--"}, leftoverJob...)...)).expect(0)
@@ -59,6 +60,7 @@ func TestPurgeRefusesLiveLeftovers(t *testing.T) {
 // TestExpiredKeyStopsLeftovers: a key whose record expired (--ttl) is
 // run again only once the processes its earlier run left are stopped.
 func TestExpiredKeyStopsLeftovers(t *testing.T) {
+	timed(t)
 	g := newHostileRig(t)
 	t.Cleanup(g.killLeftover)
 	job := append([]string{"--ttl", "1s", "--kill-grace", "2s", "--key", "job:expired", "--"}, leftoverJob...)

@@ -18,6 +18,7 @@ import (
 // --version: the VCS revision from the build info, and a link-time -X
 // version that overrides the module version.
 func TestInstallFromCleanClone(t *testing.T) {
+	busy(t)
 	if testing.Short() {
 		t.Skip("builds idem twice; skipped with -short")
 	}

@@ -119,6 +119,7 @@ func classes(hist []ledger.Attempt) string {
 // Without --wait the others exit 75; with --wait they all exit 0 and print
 // the output. No process may show a raw SQLITE_BUSY.
 func TestLeaseConcurrentRuns(t *testing.T) {
+	busy(t)
 	const n = 32
 	for _, tc := range []struct {
 		name string
@@ -200,6 +201,7 @@ func TestLeaseConcurrentRuns(t *testing.T) {
 // group before it starts anything (the new execution checks that no old
 // process still runs), and the history shows the abandoned attempt.
 func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
@@ -236,6 +238,7 @@ func TestLeaseTakeoverAfterSIGKILL(t *testing.T) {
 // anything: the first owner ends with its write fenced off (exit 75) or
 // killed, and the recorded result stays the second's.
 func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
@@ -277,6 +280,7 @@ func TestLeaseFencedAfterSIGSTOP(t *testing.T) {
 // are gone when idem exits 143, the key is retryable, and the next run
 // executes.
 func TestLeaseSIGTERMStopsGroup(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "crash:sigterm", "--kill-grace", "300ms", "--", "crashjob", marks}
@@ -374,6 +378,7 @@ func waitForFile(t *testing.T, path string) {
 // keeps stdout open does not hang idem: idem records the child's own exit
 // while the grandchild still runs.
 func TestLeaseGrandchildHoldsStdout(t *testing.T) {
+	quiet(t)
 	g := newLeaseRig(t)
 	pidfile := g.path("grandchild.pid")
 	a := g.run("run", "--key", "crash:holder", "--", "bgholder", pidfile).expect(0)
@@ -399,6 +404,7 @@ func TestLeaseGrandchildHoldsStdout(t *testing.T) {
 // backoff (the history keeps each delay), capped by --max-delay; bad content
 // is ignored with a warning.
 func TestLeaseRetryAfter(t *testing.T) {
+	quiet(t)
 	for _, tc := range []struct {
 		name, content string
 		want          time.Duration
@@ -435,6 +441,7 @@ func TestLeaseRetryAfter(t *testing.T) {
 // TestLeaseWaitInterrupted: Ctrl-C while waiting exits 130 and leaves the
 // record as it was (no replay counted, the holder undisturbed).
 func TestLeaseWaitInterrupted(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	args := []string{"run", "--key", "wait:intr", "--kill-grace", "300ms", "--", "crashjob", marks}
@@ -470,6 +477,7 @@ func TestLeaseWaitInterrupted(t *testing.T) {
 // TestLeaseWaitTakesOverDeadHolder: a waiter whose holder is SIGKILLed takes
 // the key over (the owner is dead), stops the holder's group and runs.
 func TestLeaseWaitTakesOverDeadHolder(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
@@ -529,6 +537,7 @@ func (g *leaseRig) startOnTerminal(master, slave *os.File, args ...string) (*pro
 // group becomes the terminal's foreground group, and idem takes the
 // terminal back between attempts.
 func TestLeaseTerminalForeground(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	master, slave := needPTY(t)
 	counter := g.path("counter")

@@ -56,6 +56,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 // file is left byte for byte; idem check reports the damage (74) and what
 // to do, and passes the undamaged ledger (0).
 func TestDamagedLedgerRefused(t *testing.T) {
+	busy(t)
 	idem := idemBin(t)
 	dir := t.TempDir()
 	clean0 := filepath.Join(dir, "clean.db")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,7 +15,8 @@ import (
 // TestMain registers idem and the helper programs (programs_test.go) that
 // scripts and tests run as separate processes: testscript puts them on
 // PATH, and re-executes this test binary to run one. Builds made once for
-// the whole process (fleetIdem) are removed at the end.
+// the whole process (fleetIdem) are removed at the end. The lanes
+// (lanes_test.go), not -parallel, bound how many tests run at once.
 func TestMain(m *testing.M) {
 	testscript.Main(cleanupM{m}, programs())
 }
@@ -24,12 +26,15 @@ type cleanupM struct{ *testing.M }
 
 func (m cleanupM) Run() int {
 	defer removeFleetBuild()
+	flag.Parse()
+	raiseParallel()
 	return m.M.Run()
 }
 
 // TestScripts runs the txtar scripts of the repository's testscripts
 // directory, each in a fresh $WORK with its own ledger and HOME.
 func TestScripts(t *testing.T) {
+	t.Parallel() // each script takes its lane
 	runScripts(t, "../../testscripts")
 }
 
@@ -60,6 +65,7 @@ func runScripts(t *testing.T, dir string, files ...string) {
 			env.Setenv("XDG_STATE_HOME", "")
 			env.Setenv("NO_COLOR", "")
 			env.Values[scriptT{}] = env.T()
+			enterScriptLane(env, dir, files)
 			return nil
 		},
 		Cmds: scriptCmds(),

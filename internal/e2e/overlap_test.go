@@ -201,6 +201,7 @@ func killed(t *testing.T, p *process) {
 // waits out the old grandchild's kill grace; it is SIGKILLed meanwhile. The
 // run after it must still find and stop the grandchild before it starts.
 func TestOverlapTakerDies(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newOverlapRig(t)
 	a := start(t, g.job("hang", "overlap:taker-dies"))
@@ -221,6 +222,7 @@ func TestOverlapTakerDies(t *testing.T) {
 // ledgerhog takes its write lock right after the reservation committed).
 // The grandchild started meanwhile is stopped before the next run starts.
 func TestOverlapCrashBeforeGroupRecorded(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newOverlapRig(t)
 	g.run("run", "--key", "overlap:warm-ledger", "--", "/bin/true").expect(0)
@@ -289,6 +291,7 @@ func ledgerhog() {
 // record whose lease expired (its processes may still run), and the next
 // run stops them before it starts.
 func TestOverlapPurgeKeepsExpired(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	g := newOverlapRig(t)
 	a := start(t, g.job("hang", "overlap:purge", "--lease", "1s"))
@@ -356,6 +359,7 @@ func nsChild(t *testing.T, unshare *process) int {
 // key's run lock held and reports busy without running; once the owner
 // resumes (and, fenced off, stops its run), the key runs. Nothing overlaps.
 func TestOverlapPIDNamespace(t *testing.T) {
+	timed(t)
 	needProcs(t)
 	unshare := needTool(t, "unshare")
 	if os.Geteuid() != 0 {

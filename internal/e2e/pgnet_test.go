@@ -58,6 +58,7 @@ func waitFileFieldsOr(path string, within time.Duration) []string {
 // at --deadline / --wait-timeout with exit 75, nothing run, instead of
 // waiting for the lock.
 func TestPostgresReserveBehindHeldLock(t *testing.T) {
+	quiet(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	const key = "lock:held:1"
@@ -94,6 +95,7 @@ func TestPostgresReserveBehindHeldLock(t *testing.T) {
 // nsHosts: B cannot find A's child by its environment or its run lock, as
 // no real host could, so only the lease keeps them apart.
 func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
+	timed(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	u, err := url.Parse(dsn)
@@ -193,8 +195,10 @@ func TestPostgresFrozenPathChildDiesBeforeTakeover(t *testing.T) {
 // 6s lease expiring in seconds; with the server an hour behind, --since
 // 30m lists a fresh record and a live lease shows as live.
 func TestPostgresSkewedServerClock(t *testing.T) {
+	busy(t)
 	for _, skew := range []string{"+1h", "-1h"} {
 		t.Run(skew, func(t *testing.T) {
+			t.Parallel() // each has its own server
 			pg := startPrivatePostgres(t, pgPrivateOptions{faketime: skew})
 			dir := t.TempDir()
 			idem := fleetIdem(t)
@@ -247,6 +251,7 @@ func TestPostgresSkewedServerClock(t *testing.T) {
 // as its last act; it comes back 3s later): the outcome is recorded, idem
 // exits with the child's code, a repeat replays, the command ran once.
 func TestPostgresRestartDuringOutcome(t *testing.T) {
+	busy(t)
 	pg := startPrivatePostgres(t, pgPrivateOptions{})
 	dir := t.TempDir()
 	idem := fleetIdem(t)
@@ -273,6 +278,7 @@ func TestPostgresRestartDuringOutcome(t *testing.T) {
 // A restart in the middle of a job: the renewals ride it out, the outcome
 // is recorded.
 func TestPostgresRestartMidJob(t *testing.T) {
+	timed(t) // the job must have started within the second before the restart
 	pg := startPrivatePostgres(t, pgPrivateOptions{})
 	dir := t.TempDir()
 	idem := fleetIdem(t)
@@ -297,6 +303,7 @@ func TestPostgresRestartMidJob(t *testing.T) {
 // More concurrent runs than the server has connections: each waits for a
 // connection (with backoff) instead of failing, and every key runs once.
 func TestPostgresFewConnections(t *testing.T) {
+	busy(t)
 	pg := startPrivatePostgres(t, pgPrivateOptions{maxConnections: 8})
 	dir := t.TempDir()
 	idem := fleetIdem(t)

@@ -52,6 +52,7 @@ func points(t *testing.T, bin string, args ...string) []string {
 // TestPhasePoints: the points a phases build of idem and of the floor
 // pass, in order, and none from idem as built for use.
 func TestPhasePoints(t *testing.T) {
+	busy(t)
 	if testing.Short() {
 		t.Skip("builds idem and the floor with -tags phases; skipped with -short")
 	}

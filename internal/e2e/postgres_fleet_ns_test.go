@@ -120,6 +120,7 @@ func (h *nsHost) pid(nsPid int) int {
 // fence rejects its stale write: A exits 75 (lost the lease) and the
 // record keeps B's outcome and token.
 func TestPostgresFleetFrozenOwnerOverlaps(t *testing.T) {
+	timed(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	const key = "fleet:frozen:1"

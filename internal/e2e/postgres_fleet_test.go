@@ -131,12 +131,14 @@ func pgHistory(t *testing.T, db *pgx.Conn, key string) []pgAttempt {
 // The hosts share nothing but the ledger (no run lock, no /proc), so the
 // ledger alone keeps the key to one execution.
 func TestPostgresFleetOneExecution(t *testing.T) {
+	timed(t)
 	dsn, db := pgDatabase(t)
 	pgFleetOneExecution(t, dsn, db)
 }
 
 // The same race through a PgBouncer in transaction mode.
 func TestPgBouncerFleetOneExecution(t *testing.T) {
+	timed(t)
 	bouncer := needPgBouncer(t)
 	dsn, db := pgDatabase(t)
 	pgFleetOneExecution(t, pgBouncerDSN(t, bouncer, dsn), db)
@@ -247,6 +249,7 @@ func pgKillHolder(t *testing.T, dsn string, host *nsHost, key, file string) {
 // nsHosts: a run on host-a shares host-a's namespaces with the holder it
 // judges, one on host-b shares nothing with it.
 func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
+	timed(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	hostA, hostB := newNSHost(t, dir, "host-a"), newNSHost(t, dir, "host-b")
@@ -308,6 +311,7 @@ func TestPostgresDeadHostLeaseExpiry(t *testing.T) {
 // renewals, and when the lease would lapse it stops the command and exits
 // 74 naming the server.
 func TestPostgresConnectionLostMidRun(t *testing.T) {
+	timed(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")

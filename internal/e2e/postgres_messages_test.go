@@ -20,6 +20,7 @@ import (
 // \n\t) and not exit 70. It does not try again for the rest of its connect
 // budget: the listener sees one try and one probe.
 func TestPostgresHungConnect(t *testing.T) {
+	quiet(t)
 	addr, accepted := testenv.CountingSilentListener(t)
 	ran := filepath.Join(t.TempDir(), "ran")
 	p := run(t, clean([]string{"IDEM_LEDGER=postgres://idem:S3cret@" + addr + "/ops?sslmode=disable", "PGCONNECT_TIMEOUT=1"},
@@ -111,10 +112,11 @@ func sshListener(t *testing.T) string {
 // beside the connection: with a connect timeout past --deadline, a probe
 // that waited for the connection to fail first would never run.
 func TestPostgresNotPostgres(t *testing.T) {
+	quiet(t)
 	web := httptest.NewServer(http.NotFoundHandler())
-	defer web.Close()
+	t.Cleanup(web.Close) // after the parallel subtests
 	tlsWeb := httptest.NewTLSServer(http.NotFoundHandler())
-	defer tlsWeb.Close()
+	t.Cleanup(tlsWeb.Close)
 	python, ssh := pythonHTTPServer(t), sshListener(t)
 	const tlsWhat = "TLS (a TLS server or proxy: PostgreSQL starts TLS only after its own request)"
 	for _, tc := range []struct {
@@ -130,6 +132,7 @@ func TestPostgresNotPostgres(t *testing.T) {
 		{"ssh-prefer", ssh, "prefer", "SSH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each waits for its listener's answer
 			ran := filepath.Join(t.TempDir(), "ran")
 			dsn := "postgres://idem@" + tc.addr + "/ops?sslmode=" + tc.sslmode
 			c := clean([]string{"IDEM_LEDGER=" + dsn, "PGCONNECT_TIMEOUT=600"}, "idem", "run", "--key", "evt:pg:notpg", "--deadline", "20s", "--", "appendto", ran, "x")

@@ -13,6 +13,7 @@ import (
 // key's record) fails at the end of its tries with exit 74 and a
 // PostgreSQL hint that names the held lock, not a SQLite one about disks.
 func TestPostgresOutcomeBehindHeldLock(t *testing.T) {
+	quiet(t)
 	dsn, db := pgDatabase(t)
 	dir := t.TempDir()
 	const key = "lock:outcome:1"

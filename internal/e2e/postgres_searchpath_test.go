@@ -33,6 +33,7 @@ CREATE OPERATOR evil.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = evil.int
 `
 
 func TestPostgresHostileSearchPath(t *testing.T) {
+	timed(t)
 	for _, tc := range []struct {
 		name, set string // set: the ALTER that makes search_path hostile, %s the database
 	}{

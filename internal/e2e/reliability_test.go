@@ -567,6 +567,7 @@ func TestLedgerModes(t *testing.T) {
 // echoed raw or whole) and writes nothing; accepted input is stored under
 // exactly the bytes given.
 func TestHostileInput(t *testing.T) {
+	busy(t)
 	s := newStats(t)
 	idem := idemBin(t)
 

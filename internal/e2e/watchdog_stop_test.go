@@ -43,6 +43,7 @@ func pauseFor(p *process, d time.Duration) {
 // paused, nothing else ran, and the key is retryable with the one attempt
 // counted.
 func TestPausedDuringBackoff(t *testing.T) {
+	timed(t)
 	for i := range 3 {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			g := newLeaseRig(t)
@@ -82,6 +83,7 @@ func TestPausedDuringBackoff(t *testing.T) {
 // stops the command, renews no more, gives the key back as retryable (the
 // stopped attempt not counted) and exits 75 saying it was paused.
 func TestPausedDuringRun(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	const key = "paused:run:1"
 	ready := g.path("ready")
@@ -107,6 +109,7 @@ func TestPausedDuringRun(t *testing.T) {
 // past its lease: on resuming, idem finds the key no longer its own, kills
 // its command and exits 75 (lost the lease), writing nothing.
 func TestPausedAndPurged(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	const key = "paused:purged:1"
 	ready := g.path("ready")

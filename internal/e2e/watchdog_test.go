@@ -15,6 +15,7 @@ import (
 // an idem: line. Lease 10s and kill grace 2s put the stop at 7s and the
 // SIGKILL at 9s: a second before the expiry by design.
 func TestLeaseWatchdogHeldLock(t *testing.T) {
+	timed(t)
 	g := newLeaseRig(t)
 	marks := g.path("marks")
 	p := g.start("run", "--key", "watchdog:held-lock", "--lease", "10s", "--kill-grace", "2s", "--", "crashjob", marks)

@@ -27,6 +27,7 @@ func slowTrap(file, d string) []string {
 // runs to its end, and its exit 143 is recorded (not 137: idem does not
 // take timeout's second SIGTERM for "kill now").
 func TestWrapperTimeout(t *testing.T) {
+	timed(t)
 	timeout := needTool(t, "timeout")
 	g := newLeaseRig(t)
 	trapped := g.path("trapped")
@@ -48,6 +49,7 @@ func TestWrapperTimeout(t *testing.T) {
 // TERM,200ms,TERM,100ms,TERM,50ms,KILL. The child's TERM trap (250ms) runs
 // through the repeated TERMs; the next run takes the key and succeeds.
 func TestWrapperParallel(t *testing.T) {
+	timed(t)
 	parallel := needTool(t, "parallel")
 	g := newLeaseRig(t)
 	trapped := g.path("trapped")
@@ -81,6 +83,7 @@ func quoteAll(argv []string) []string {
 // TestWrapperNohup: `nohup idem run ...` survives SIGHUP, and so does its
 // command: the job runs to its end and is recorded as succeeded.
 func TestWrapperNohup(t *testing.T) {
+	timed(t)
 	nohup := needTool(t, "nohup")
 	g := newLeaseRig(t)
 	ready, done := g.path("ready"), g.path("done")

@@ -164,6 +164,7 @@ func hintOf(err error) string {
 // never the password, whichever way the password came. Runs without a
 // server: nothing listens on the port it picks.
 func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel() // each DSN waits out the connect budget (30s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -175,19 +176,22 @@ func TestPostgresUnreachable(t *testing.T) {
 		"postgres://idem:" + secret + "@" + addr + "/ledger?sslmode=disable",
 		"postgresql://idem@" + addr + "/ledger?sslmode=disable&password=" + secret,
 	} {
-		l, err := postgres.Open(context.Background(), dsn)
-		if err == nil {
-			l.Close()
-			t.Fatalf("open %s succeeded with nothing listening", addr)
-		}
-		var se *ledger.StoreError
-		if !errors.As(err, &se) {
-			t.Fatalf("error %T %v, want *StoreError", err, err)
-		}
-		msg := err.Error() + " " + se.Hint
-		if !strings.Contains(msg, addr) || strings.Contains(msg, secret) || !strings.Contains(msg, "connection refused") {
-			t.Errorf("message %q: want the address %s and the cause, without the password", msg, addr)
-		}
+		t.Run(strings.SplitN(dsn, ":", 2)[0], func(t *testing.T) {
+			t.Parallel()
+			l, err := postgres.Open(context.Background(), dsn)
+			if err == nil {
+				l.Close()
+				t.Fatalf("open %s succeeded with nothing listening", addr)
+			}
+			var se *ledger.StoreError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %T %v, want *StoreError", err, err)
+			}
+			msg := err.Error() + " " + se.Hint
+			if !strings.Contains(msg, addr) || strings.Contains(msg, secret) || !strings.Contains(msg, "connection refused") {
+				t.Errorf("message %q: want the address %s and the cause, without the password", msg, addr)
+			}
+		})
 	}
 }
 
