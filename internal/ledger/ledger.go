@@ -535,6 +535,11 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("key %q was recorded with a different command or payload", e.Record.Key)
 }
 
+// LocksRefusedHint is the hint for a file system that refuses the locks a
+// ledger file and its run lock need (fcntl fails with ENOLCK, as on an NFS
+// mount without a lock manager).
+const LocksRefusedHint = "keep the ledger on a local file system: network file systems (NFS, SMB) and some FUSE file systems do not support the locks idem needs; a fleet shares a PostgreSQL ledger"
+
 // StoreError is a failure of the store itself (cannot open, read or write).
 type StoreError struct {
 	Op   string // what idem was doing, e.g. "open", "reserve"

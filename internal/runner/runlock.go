@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
@@ -112,6 +113,9 @@ func lockErr(path string, err error) error {
 	if errors.As(err, &foreign) {
 		return &ledger.StoreError{Op: "take the run lock", Path: path, Err: err,
 			Hint: "remove it, or run idem as the ledger's owner ('runuser -u OWNER -- idem ...')"}
+	}
+	if errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return &ledger.StoreError{Op: "take the run lock", Path: path, Err: err, Hint: ledger.LocksRefusedHint}
 	}
 	return &ledger.StoreError{Op: "take the run lock", Path: path, Err: err,
 		Hint: "check the permissions of the directory beside the ledger"}

@@ -72,13 +72,19 @@ func storeErr(op, path string, err error) error {
 		case 5, 6: // BUSY, LOCKED
 			se.Err = errors.New("the ledger stayed locked by another process")
 			se.Hint = "retry; if it persists, look for a stuck process holding the ledger"
+			if err := locksRefused(path); err != nil {
+				// SQLite takes a refused lock (ENOLCK) for a busy one
+				// and retries it until its timeout.
+				se.Err = fmt.Errorf("the file system refused a lock on the ledger: %w", err)
+				se.Hint = lockHint
+			}
 		}
 	}
 	return se
 }
 
 // lockHint is for lock requests (fcntl) that fail.
-const lockHint = "keep the ledger on a local file system: network file systems (NFS, SMB) and some FUSE file systems do not support the locks SQLite needs; a fleet shares a PostgreSQL ledger"
+const lockHint = ledger.LocksRefusedHint
 
 func isBusy(err error) bool {
 	var e *msqlite.Error

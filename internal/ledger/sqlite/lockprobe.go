@@ -1,0 +1,28 @@
+package sqlite
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// locksRefused asks the file system whether it takes locks on the file at
+// path at all: SQLite reads a refused lock (ENOLCK, an NFS mount without a
+// lock manager) as a busy one, so a ledger that stays busy is asked once,
+// on the way to the error. It returns the refusal, or nil (the file locks;
+// or it cannot be opened, which the busy error does not explain either).
+func locksRefused(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	// SQLite's pending byte: a test of it conflicts with no holder's
+	// purpose, and F_GETLK changes nothing.
+	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0x40000000, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_GETLK, &lk); errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	return nil
+}
