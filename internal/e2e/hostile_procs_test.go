@@ -231,3 +231,73 @@ func TestForgedOwnerNotSignalled(t *testing.T) {
 		t.Fatalf("idem signalled the process the forged record named as its owner: %v", p)
 	}
 }
+
+// The forger of a record also puts a link where the ledger's run lock
+// goes, to the run lock of another ledger, where the process the record
+// names (a real idem) holds the key's byte. That proves nothing of this
+// ledger: the run lock is taken by its own name, never through a link, so
+// idem refuses the link (74) and signals no one.
+func TestForgedOwnerLinkedLockNotSignalled(t *testing.T) {
+	sqlite3 := needTool(t, "sqlite3")
+	g := newHostileRig(t)
+	run(t, g.idem("--key", "forge:owner2", "--", "true")).expect(0)
+	other := filepath.Join(g.dir, "other.db")
+	started, log := filepath.Join(g.dir, "started"), filepath.Join(g.dir, "log")
+	victim := start(t, clean(nil, "idem", "--ledger", other, "run", "--key", "forge:owner2", "--",
+		"sh", "-c", `trap 'echo TERM >>"$1"; exit 1' TERM; echo up >"$2"; sleep 3 & wait; echo done >>"$1"`, "sh", log, started))
+	waitForFile(t, started)
+	startTime, _, err := statOf(victim.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	var ns syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
+		t.Fatal(err)
+	}
+	forge := fmt.Sprintf(`UPDATE records SET status = 'in_progress', finished_ms = NULL, exit_code = NULL, expires_ms = NULL,
+		owner_boot_id = '%s', owner_pidns = %d, owner_pid = %d, owner_start = %d, lease_expires_ms = 1 WHERE key = 'forge:owner2'`,
+		strings.TrimSpace(string(boot)), ns.Ino, victim.pid(), startTime)
+	if out, err := runOut(sqlite3, g.ledger, forge); err != nil {
+		t.Fatalf("sqlite3: %v %s", err, out)
+	}
+	if err := os.Remove(g.ledger + ".runlock"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other+".runlock", g.ledger+".runlock"); err != nil {
+		t.Fatal(err)
+	}
+	p := run(t, g.idem("--key", "forge:owner2", "--", "true")).expect(74)
+	victim.wait().expect(0)
+	if got, _ := os.ReadFile(log); string(got) != "done\n" {
+		t.Errorf("the idem the forged record named was signalled: its command wrote %q; the forger's run: %v", got, p)
+	}
+}
+
+// A copy of a ledger (idem backup, cp) records the original's run lock by
+// its device and inode. A run on the copy must not take the original's
+// lock file for its own (the copy's is not there yet): it would find a run
+// of the same key under the original holding the key's byte, and stop it
+// as a leftover of its own. The original's command is not signalled and
+// ends as it would have; the copy's run runs.
+func TestCopiedLedgerLeavesOriginalRun(t *testing.T) {
+	quiet(t)
+	needProcs(t)
+	dir := t.TempDir()
+	orig, copied := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	started, log := filepath.Join(dir, "started"), filepath.Join(dir, "log")
+	run(t, clean(nil, "idem", "--ledger", orig, "run", "--key", "copy:warm", "--", "true")).expect(0)
+	run(t, clean(nil, "idem", "--ledger", orig, "backup", copied)).expect(0)
+	a := start(t, clean(nil, "idem", "--ledger", orig, "run", "--key", "copy:job", "--",
+		"sh", "-c", `trap 'echo TERM >>"$1"; exit 1' TERM; echo up >"$2"; sleep 3 & wait; echo done >>"$1"`, "sh", log, started))
+	waitForFile(t, started)
+	ranb := filepath.Join(dir, "ranb")
+	b := run(t, clean(nil, "idem", "--ledger", copied, "run", "--key", "copy:job", "--", "appendto", ranb, "x")).expect(0)
+	a.wait().expect(0)
+	if got, _ := os.ReadFile(log); string(got) != "done\n" {
+		t.Errorf("the original's command: %q, want it to end on its own; the copy's run: %v", got, b)
+	}
+	if got, _ := os.ReadFile(ranb); string(got) != "x\n" {
+		t.Errorf("the copy's command: %q", got)
+	}
+}

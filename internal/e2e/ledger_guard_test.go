@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -420,6 +422,54 @@ func TestLinkOfAnotherUserIsRefused(t *testing.T) {
 		t.Errorf("root's file became a ledger: %v %v", fi, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Errorf("the command ran")
+	}
+}
+
+// In a shared directory, nobody hard-links a file of root's that anyone may
+// write (a log, mode 0666; the kernel's protected_hardlinks lets a user
+// link what it may write) as the -wal and -shm of root's ledger, whose own
+// were removed by a checkpoint. The link's owner check passes (the file is
+// root's), so without more SQLite would write the ledger's transactions,
+// and the command's output, into that file, where nobody reads them.
+// Root's idem refuses a file beside the ledger with a second name (74),
+// runs nothing, and leaves the file as it was.
+func TestHardLinkBesideLedgerIsRefused(t *testing.T) {
+	needRoot(t)
+	sqlite3 := needTool(t, "sqlite3")
+	_, dir := stickyDir(t)
+	ledgerPath := filepath.Join(dir, "shared.db")
+	run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:first", "--", "true")).expect(0)
+	if out, err := runOut(sqlite3, ledgerPath, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatalf("sqlite3: %v %s", err, out)
+	}
+	for _, f := range []string{ledgerPath + "-wal", ledgerPath + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	shared := filepath.Join(dir, "shared.log")
+	if err := os.WriteFile(shared, []byte("root's log\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	c := clean(nil, "ln", shared, ledgerPath+"-wal")
+	c.nobody = true
+	run(t, c).expect(0)
+	ran := filepath.Join(dir, "ran")
+	p := run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:secret", "--", "appendto", ran, "SECRET")).expect(74)
+	if !strings.Contains(p.stderr, "shared.db-wal has 2 names (hard links)") || !strings.Contains(p.stderr, "\nidem: hint: ") {
+		t.Errorf("no reason or hint: %v", p)
+	}
+	if b, err := os.ReadFile(shared); err != nil || string(b) != "root's log\n" {
+		t.Errorf("root's log was written: %q %v", b, err)
+	}
+	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("root's log changed mode: %v %v", fi, err)
+	}
+	if _, err := os.Stat(ran); err == nil {
 		t.Errorf("the command ran")
 	}
 }

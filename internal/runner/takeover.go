@@ -127,8 +127,11 @@ func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner, key string
 	if !ok || r.Procs == nil {
 		return p, ok // pid and start time are all this platform tells
 	}
+	// The run lock by its own name, as openLock takes it: a link there
+	// (which openLock refuses) could lead to another ledger's lock, whose
+	// holders are not this key's owners.
 	var lk syscall.Stat_t
-	if r.LockPath == "" || syscall.Stat(r.LockPath, &lk) != nil {
+	if r.LockPath == "" || syscall.Lstat(r.LockPath, &lk) != nil || lk.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return p, false
 	}
 	holders, _ := r.Procs.Holding(uint64(lk.Dev), lk.Ino, key)

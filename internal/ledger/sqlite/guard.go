@@ -159,7 +159,8 @@ func notRegular(path, name string) error {
 // it are then given to that user.
 const OtherOwnerEnv = "IDEM_ALLOW_OTHER_OWNER"
 
-// checkOwners refuses, for a write open, a ledger whose files are not the
+// checkOwners refuses, for a write open, a ledger file or a file beside it
+// that has another name (a hard link), and a ledger whose files are not the
 // caller's, the way git refuses a repository of dubious ownership: another
 // user who could create the ledger (a directory others may write) would
 // decide which keys run, and would read what the commands print. With
@@ -178,6 +179,14 @@ func checkOwners(path, real string, f files, otherOwner bool) error {
 		suffix string
 		fi     fileInfo
 	}{{"", f.main}, {"-wal", f.wal}, {"-shm", f.shm}, {"-journal", f.journal}} {
+		if c.fi.exists && c.fi.st.Nlink > 1 {
+			// Another name leads to the file (a hard link another user
+			// may make to any file it can write): the ledger's pages and
+			// the commands' output would be written into that file too.
+			return &ledger.StoreError{Op: "open", Path: path,
+				Err:  fmt.Errorf("%s has %d names (hard links): another name leads to the same file", real+c.suffix, c.fi.st.Nlink),
+				Hint: "with no idem running, find the other names (find / -samefile " + real + c.suffix + ") and remove the one beside the ledger: a ledger's files have one name each"}
+		}
 		if !c.fi.exists || c.fi.st.Uid == want {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -278,13 +280,16 @@ func (f procFinder) fdOf(pid string, dev, ino uint64) (string, bool) {
 // Reopen opens the run lock file dev/ino through a process of a trusted
 // uid that has it open, when its path no longer leads to it (deleted, or
 // another file put in its place): the file lives on while a run's
-// processes hold it, and runs that lock on it still see their locks.
+// processes hold it, and runs that lock on it still see their locks. The
+// process must have opened it by path (path is absolute), as the kernel
+// still names it.
 // Nil, nil: no such process (the file is gone).
 func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
 	pids, err := f.others()
 	if err != nil {
 		return nil, err
 	}
+	names := lockNames(path)
 	for _, pid := range pids {
 		name := strconv.Itoa(pid)
 		if !f.owned(name) {
@@ -292,6 +297,13 @@ func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
 		}
 		fd, ok := f.fdOf(name, dev, ino)
 		if !ok {
+			continue
+		}
+		// The ledger's run lock, by its name: a process's file with the
+		// recorded device and inode under another name is another
+		// ledger's (a copy of this ledger records the original's) or
+		// another file, and not to be locked on.
+		if l, err := os.Readlink(fd); err != nil || !slices.Contains(names, strings.TrimSuffix(l, " (deleted)")) {
 			continue
 		}
 		file, err := os.OpenFile(fd, os.O_RDWR, 0)
@@ -307,6 +319,19 @@ func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
 		return &LockFile{path: path, f: file, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
 	}
 	return nil, nil
+}
+
+// lockNames are the names the kernel may give the run lock at path: path,
+// and path with its directory's links resolved (the kernel names a file
+// by its real path).
+func lockNames(path string) []string {
+	names := []string{path}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		if real := filepath.Join(dir, filepath.Base(path)); real != path {
+			names = append(names, real)
+		}
+	}
+	return names
 }
 
 // holds reports whether process pid has an fd on the file dev/ino through
