@@ -186,7 +186,11 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		return err
 	}
 	if o.limit > 0 && n == o.limit {
-		a.ui.noticef("showing the newest %d records; --limit 0 shows all", o.limit)
+		if o.limit == 1 {
+			a.ui.noticef("showing the newest record; --limit 0 shows all")
+		} else {
+			a.ui.noticef("showing the newest %d records; --limit 0 shows all", o.limit)
+		}
 	}
 	return nil
 }

@@ -543,6 +543,27 @@ func TestLedgerModes(t *testing.T) {
 		}
 	})
 
+	// An empty file the user made (touch, mode 0644) becomes a ledger: it
+	// is warned of; the -wal and -shm made meanwhile take its mode and are
+	// tightened too, but were never the user's to be told of.
+	t.Run("made_files_tightened_quietly", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "touched.db")
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := run(t, clean(nil, idem, append([]string{"--ledger", path, "run", "--key", "job:touched"}, modesCmd(path)...)...))
+		want := fmt.Sprintf("600 %s\n600 %[1]s-wal\n600 %[1]s-shm\n", path)
+		if p.code != 0 || p.stdout != want {
+			s.violate(t, "modes not tightened: %v\nwant stdout:\n%s", p, want)
+		}
+		if p.stderr != "idem: warning: "+path+" was mode 0644, now 0600: the ledger holds command output, so others may not read it\n" {
+			t.Errorf("want one warning, of the file the user made, got:\n%s", p.stderr)
+		}
+	})
+
 	t.Run("another_users_loose_ledger_left_alone", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "ledger.db")

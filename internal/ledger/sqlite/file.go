@@ -162,8 +162,10 @@ func followLink(abs string) (string, fs.FileInfo, error) {
 // tighten takes group and other permissions off the ledger and its -wal
 // and -shm when they are the caller's: the ledger holds command output.
 // Other users' files are left as they are. Only modes change: no file is
-// opened (closing a descriptor would drop SQLite's locks).
-func tighten(path string) ([]string, error) {
+// opened (closing a descriptor would drop SQLite's locks). It says what
+// it changed of the files that were there before the open (f): a -wal or
+// -shm made since takes the main file's mode, which the user never chose.
+func tighten(path string, f files) ([]string, error) {
 	var done []string
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Lstat(p)
@@ -177,7 +179,9 @@ func tighten(path string) ([]string, error) {
 		if err := os.Chmod(p, mode); err != nil {
 			return done, &ledger.StoreError{Op: "tighten permissions", Path: p, Err: err}
 		}
-		done = append(done, fmt.Sprintf("%s was mode %#o, now %#o", p, fi.Mode().Perm(), mode))
+		if p == path || p == path+"-wal" && f.wal.exists || p == path+"-shm" && f.shm.exists {
+			done = append(done, fmt.Sprintf("%s was mode %#o, now %#o", p, fi.Mode().Perm(), mode))
+		}
 	}
 	return done, nil
 }

@@ -183,7 +183,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		return s, nil
 	}
 	// Only a file known to be an idem ledger has its modes changed.
-	if s.Tightened, err = tighten(real); err != nil {
+	if s.Tightened, err = tighten(real, f); err != nil {
 		s.Close()
 		return nil, err
 	}
