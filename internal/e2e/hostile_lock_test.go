@@ -41,17 +41,7 @@ func TestRunLockDeleted(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
 	p.send(syscall.SIGKILL)
 	p.wait()
-	lock := g.ledger + ".runlock"
-	if err := os.Remove(lock); err != nil {
-		t.Fatal(err)
-	}
-	run(t, g.idem(job...)).expect(0)
-	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
-		t.Errorf("the command ran beside the leftover:\n%s", runs)
-	}
-	if alive(left) {
-		t.Errorf("the leftover %d still runs", left)
-	}
+	rerunWithoutLockFile(t, g, job, left)
 }
 
 // TestRunLockDeletedAfterRetryable: the leftover outlives an invocation
@@ -65,20 +55,10 @@ func TestRunLockDeletedAfterRetryable(t *testing.T) {
 	run(t, g.idem(job...)).expect(75)
 	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
 	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
-	lock := g.ledger + ".runlock"
-	if err := os.Remove(lock); err != nil {
-		t.Fatal(err)
-	}
-	run(t, g.idem(job...)).expect(0)
-	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
-		t.Errorf("the command ran beside the leftover:\n%s", runs)
-	}
-	if alive(left) {
-		t.Errorf("the leftover %d still runs", left)
-	}
+	rerunWithoutLockFile(t, g, job, left)
 	// With nothing left holding the old file, the next run binds a new one.
 	run(t, g.idem("--key", "job:lockgone-other", "--", "true")).expect(0)
-	if _, err := os.Stat(lock); err != nil {
+	if _, err := os.Stat(g.ledger + ".runlock"); err != nil {
 		t.Errorf("no new run lock once the old file was let go: %v", err)
 	}
 }
@@ -129,5 +109,22 @@ func TestLedgerKeptFresh(t *testing.T) {
 	}
 	if p := run(t, g.idem("--key", "job:fresh-ledger", "--", "echo", "once")).expect(0); !strings.Contains(p.stderr, "replayed") {
 		t.Errorf("the recorded key did not replay: %v", p)
+	}
+}
+
+// rerunWithoutLockFile deletes the run lock file while the leftover left
+// still has it open, then runs job once more: it must run once the
+// leftover is stopped, never beside it.
+func rerunWithoutLockFile(t *testing.T, g *hostileRig, job []string, left int) {
+	t.Helper()
+	if err := os.Remove(g.ledger + ".runlock"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, g.idem(job...)).expect(0)
+	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
+		t.Errorf("the command ran beside the leftover:\n%s", runs)
+	}
+	if alive(left) {
+		t.Errorf("the leftover %d still runs", left)
 	}
 }

@@ -211,7 +211,19 @@ func TestForgedOwnerNotSignalled(t *testing.T) {
 	run(t, g.idem("--key", "forge:owner1", "--", "true")).expect(0)
 	victim := start(t, clean(nil, "sleep", "300"))
 	t.Cleanup(func() { victim.send(syscall.SIGKILL) })
-	startTime, _, err := statOf(victim.pid())
+	forgeOwner(t, sqlite3, g.ledger, "forge:owner1", victim.pid())
+	p := run(t, g.idem("--key", "forge:owner1", "--", "true")).expect(0)
+	if !alive(victim.pid()) {
+		t.Fatalf("idem signalled the process the forged record named as its owner: %v", p)
+	}
+}
+
+// forgeOwner makes key's record in the ledger at path a run in progress
+// whose lease has lapsed, owned by process pid on this host, as anyone who
+// can write the ledger can (with SQLite's own shell).
+func forgeOwner(t *testing.T, sqlite3, path, key string, pid int) {
+	t.Helper()
+	startTime, _, err := statOf(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,14 +233,10 @@ func TestForgedOwnerNotSignalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	forge := fmt.Sprintf(`UPDATE records SET status = 'in_progress', finished_ms = NULL, exit_code = NULL, expires_ms = NULL,
-		owner_boot_id = '%s', owner_pidns = %d, owner_pid = %d, owner_start = %d, lease_expires_ms = 1 WHERE key = 'forge:owner1'`,
-		strings.TrimSpace(string(boot)), ns.Ino, victim.pid(), startTime)
-	if out, err := runOut(sqlite3, g.ledger, forge); err != nil {
+		owner_boot_id = '%s', owner_pidns = %d, owner_pid = %d, owner_start = %d, lease_expires_ms = 1 WHERE key = '%s'`,
+		strings.TrimSpace(string(boot)), ns.Ino, pid, startTime, key)
+	if out, err := runOut(sqlite3, path, forge); err != nil {
 		t.Fatalf("sqlite3: %v %s", err, out)
-	}
-	p := run(t, g.idem("--key", "forge:owner1", "--", "true")).expect(0)
-	if !alive(victim.pid()) {
-		t.Fatalf("idem signalled the process the forged record named as its owner: %v", p)
 	}
 }
 
@@ -246,21 +254,7 @@ func TestForgedOwnerLinkedLockNotSignalled(t *testing.T) {
 	victim := start(t, clean(nil, "idem", "--ledger", other, "run", "--key", "forge:owner2", "--",
 		"sh", "-c", `trap 'echo TERM >>"$1"; exit 1' TERM; echo up >"$2"; sleep 3 & wait; echo done >>"$1"`, "sh", log, started))
 	waitForFile(t, started)
-	startTime, _, err := statOf(victim.pid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	var ns syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
-		t.Fatal(err)
-	}
-	forge := fmt.Sprintf(`UPDATE records SET status = 'in_progress', finished_ms = NULL, exit_code = NULL, expires_ms = NULL,
-		owner_boot_id = '%s', owner_pidns = %d, owner_pid = %d, owner_start = %d, lease_expires_ms = 1 WHERE key = 'forge:owner2'`,
-		strings.TrimSpace(string(boot)), ns.Ino, victim.pid(), startTime)
-	if out, err := runOut(sqlite3, g.ledger, forge); err != nil {
-		t.Fatalf("sqlite3: %v %s", err, out)
-	}
+	forgeOwner(t, sqlite3, g.ledger, "forge:owner2", victim.pid())
 	if err := os.Remove(g.ledger + ".runlock"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,19 +16,7 @@ import (
 func TestPostgresRestoreKeepsTokensAhead(t *testing.T) {
 	pgDump, psql := needTool(t, "pg_dump"), needTool(t, "psql")
 	dsn, _ := pgDatabase(t)
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	job := func(ledger, key string) *process {
-		return idemWith(t, ledger, nil, "run", "--key", key, "--", "sh", "-c", `echo "$IDEM_TOKEN" >> `+tokens)
-	}
-	for i := 1; i <= 3; i++ {
-		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
-	}
-	dump := filepath.Join(dir, "idem.sql")
-	output(t, inherit(nil, pgDump, "--schema=idem", "--file", dump, dsn))
-	for i := 4; i <= 6; i++ {
-		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
-	}
+	job, tokens, dump := dumpBetweenRuns(t, pgDump, dsn)
 	restored, _, err := pgNewDatabase(needPostgres(t), t.Cleanup)
 	if err != nil {
 		t.Fatal(err)
@@ -66,19 +54,7 @@ func TestPostgresRestoreOverItself(t *testing.T) {
 	pgDump, psql := needTool(t, "pg_dump"), needTool(t, "psql")
 	bouncer := needPgBouncer(t)
 	dsn, _ := pgDatabase(t)
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	job := func(ledger, key string) *process {
-		return idemWith(t, ledger, nil, "run", "--key", key, "--", "sh", "-c", `echo "$IDEM_TOKEN" >> `+tokens)
-	}
-	for i := 1; i <= 3; i++ {
-		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
-	}
-	dump := filepath.Join(dir, "idem.sql")
-	output(t, inherit(nil, pgDump, "--schema=idem", "--file", dump, dsn))
-	for i := 4; i <= 6; i++ {
-		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
-	}
+	job, tokens, dump := dumpBetweenRuns(t, pgDump, dsn)
 	output(t, inherit(nil, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", "DROP SCHEMA idem CASCADE", dsn))
 	output(t, inherit(nil, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", dump, dsn))
 	os.Remove(tokens)
@@ -100,4 +76,26 @@ func TestPostgresRestoreOverItself(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("tokens %q: want 2", got)
 	}
+}
+
+// dumpBetweenRuns runs keys restore:a:1 to 3 on the ledger at dsn, dumps
+// its schema (pg_dump --schema=idem) to the file dump, and runs keys 4 to
+// 6. job runs a key on a ledger; each run appends its token to the file
+// tokens.
+func dumpBetweenRuns(t *testing.T, pgDump, dsn string) (job func(ledger, key string) *process, tokens, dump string) {
+	t.Helper()
+	dir := t.TempDir()
+	tokens = filepath.Join(dir, "tokens")
+	job = func(ledger, key string) *process {
+		return idemWith(t, ledger, nil, "run", "--key", key, "--", "sh", "-c", `echo "$IDEM_TOKEN" >> `+tokens)
+	}
+	for i := 1; i <= 3; i++ {
+		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
+	}
+	dump = filepath.Join(dir, "idem.sql")
+	output(t, inherit(nil, pgDump, "--schema=idem", "--file", dump, dsn))
+	for i := 4; i <= 6; i++ {
+		wantExit(t, job(dsn, "restore:a:"+strconv.Itoa(i)), 0, "")
+	}
+	return job, tokens, dump
 }

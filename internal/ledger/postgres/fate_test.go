@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/ledger/ledgertest"
+	"github.com/idemhq/idem/internal/ledger/postgres"
 )
 
 // When the connection breaks while Finish's statement is out, its fate is
@@ -32,20 +33,7 @@ func TestPostgresFinishFateUnknown(t *testing.T) {
 		{"never reached the server", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := url.Parse(ledgertest.PostgresDSN(t))
-			if err != nil || u.Host == "" {
-				t.Fatalf("IDEM_TEST_POSTGRES must be a postgres:// URL for this test (%v)", err)
-			}
-			target := u.Host
-			if u.Port() == "" {
-				target = net.JoinHostPort(u.Hostname(), "5432")
-			}
-			proxy := startCutProxy(t, target)
-			u.Host = proxy.addr()
-			q := u.Query()
-			q.Set("sslmode", "disable") // the proxy reads the protocol
-			u.RawQuery = q.Encode()
-			l := openLedger(t, u.String(), freshSchema(t))
+			l, proxy := openThroughCutProxy(t)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -103,20 +91,7 @@ func TestPostgresReserveFateUnknown(t *testing.T) {
 		{"never reached the server", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := url.Parse(ledgertest.PostgresDSN(t))
-			if err != nil || u.Host == "" {
-				t.Fatalf("IDEM_TEST_POSTGRES must be a postgres:// URL for this test (%v)", err)
-			}
-			target := u.Host
-			if u.Port() == "" {
-				target = net.JoinHostPort(u.Hostname(), "5432")
-			}
-			proxy := startCutProxy(t, target)
-			u.Host = proxy.addr()
-			q := u.Query()
-			q.Set("sslmode", "disable") // the proxy reads the protocol
-			u.RawQuery = q.Encode()
-			l := openLedger(t, u.String(), freshSchema(t))
+			l, proxy := openThroughCutProxy(t)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -320,4 +295,24 @@ func (p *cutProxy) withholdFrom(r *bufio.Reader, client net.Conn) {
 			return
 		}
 	}
+}
+
+// openThroughCutProxy opens a ledger in a fresh schema of the test server
+// through a proxy that can cut the connection at a statement.
+func openThroughCutProxy(t *testing.T) (*postgres.Ledger, *cutProxy) {
+	t.Helper()
+	u, err := url.Parse(ledgertest.PostgresDSN(t))
+	if err != nil || u.Host == "" {
+		t.Fatalf("IDEM_TEST_POSTGRES must be a postgres:// URL for this test (%v)", err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	proxy := startCutProxy(t, target)
+	u.Host = proxy.addr()
+	q := u.Query()
+	q.Set("sslmode", "disable") // the proxy reads the protocol
+	u.RawQuery = q.Encode()
+	return openLedger(t, u.String(), freshSchema(t)), proxy
 }
