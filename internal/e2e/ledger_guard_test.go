@@ -428,48 +428,56 @@ func TestLinkOfAnotherUserIsRefused(t *testing.T) {
 
 // In a shared directory, nobody hard-links a file of root's that anyone may
 // write (a log, mode 0666; the kernel's protected_hardlinks lets a user
-// link what it may write) as the -wal and -shm of root's ledger, whose own
-// were removed by a checkpoint. The link's owner check passes (the file is
-// root's), so without more SQLite would write the ledger's transactions,
-// and the command's output, into that file, where nobody reads them.
-// Root's idem refuses a file beside the ledger with a second name (74),
-// runs nothing, and leaves the file as it was.
+// link what it may write) as the -wal of root's ledger, whose own was
+// removed by a checkpoint, or as its run lock, removed by a cleaner. The
+// link's owner check passes (the file is root's), so without more SQLite
+// would write the ledger's transactions, and the command's output, into
+// that file, where nobody reads them, and the command would get it as fd
+// 3. Root's idem refuses a ledger's file with a second name (74), runs
+// nothing, and leaves the file as it was.
 func TestHardLinkBesideLedgerIsRefused(t *testing.T) {
 	needRoot(t)
 	sqlite3 := needTool(t, "sqlite3")
-	_, dir := stickyDir(t)
-	ledgerPath := filepath.Join(dir, "shared.db")
-	run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:first", "--", "true")).expect(0)
-	if out, err := runOut(sqlite3, ledgerPath, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatalf("sqlite3: %v %s", err, out)
-	}
-	for _, f := range []string{ledgerPath + "-wal", ledgerPath + "-shm"} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-	}
-	shared := filepath.Join(dir, "shared.log")
-	if err := os.WriteFile(shared, []byte("root's log\n"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(shared, 0o666); err != nil { // past the umask
-		t.Fatal(err)
-	}
-	c := clean(nil, "ln", shared, ledgerPath+"-wal")
-	c.nobody = true
-	run(t, c).expect(0)
-	ran := filepath.Join(dir, "ran")
-	p := run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:secret", "--", "appendto", ran, "SECRET")).expect(74)
-	if !strings.Contains(p.stderr, "shared.db-wal has 2 names (hard links)") || !strings.Contains(p.stderr, "\nidem: hint: ") {
-		t.Errorf("no reason or hint: %v", p)
-	}
-	if b, err := os.ReadFile(shared); err != nil || string(b) != "root's log\n" {
-		t.Errorf("root's log was written: %q %v", b, err)
-	}
-	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o666 {
-		t.Errorf("root's log changed mode: %v %v", fi, err)
-	}
-	if _, err := os.Stat(ran); err == nil {
-		t.Errorf("the command ran")
+	for _, tc := range []struct{ suffix, says string }{
+		{"-wal", "shared.db-wal has 2 names (hard links)"},
+		{".runlock", "shared.db.runlock has 2 names (hard links)"},
+	} {
+		t.Run(tc.suffix, func(t *testing.T) {
+			_, dir := stickyDir(t)
+			ledgerPath := filepath.Join(dir, "shared.db")
+			run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:first", "--", "true")).expect(0)
+			if out, err := runOut(sqlite3, ledgerPath, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+				t.Fatalf("sqlite3: %v %s", err, out)
+			}
+			for _, f := range []string{ledgerPath + "-wal", ledgerPath + "-shm", ledgerPath + tc.suffix} {
+				if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+			}
+			shared := filepath.Join(dir, "shared.log")
+			if err := os.WriteFile(shared, []byte("root's log\n"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(shared, 0o666); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			c := clean(nil, "ln", shared, ledgerPath+tc.suffix)
+			c.nobody = true
+			run(t, c).expect(0)
+			ran := filepath.Join(dir, "ran")
+			p := run(t, clean(nil, idemBin(t), "--ledger", ledgerPath, "run", "--key", "link:secret", "--", "appendto", ran, "SECRET")).expect(74)
+			if !strings.Contains(p.stderr, tc.says) || !strings.Contains(p.stderr, "\nidem: hint: ") {
+				t.Errorf("no reason or hint: %v", p)
+			}
+			if b, err := os.ReadFile(shared); err != nil || string(b) != "root's log\n" {
+				t.Errorf("root's log was written: %q %v", b, err)
+			}
+			if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o666 {
+				t.Errorf("root's log changed mode: %v %v", fi, err)
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Errorf("the command ran")
+			}
+		})
 	}
 }

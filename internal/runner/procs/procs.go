@@ -165,9 +165,15 @@ type Finder interface {
 type ForeignLockError struct {
 	Path string
 	UID  int
+	// Links, when over 1, is how many names the file has: a hard link
+	// another user made to a file of its choosing.
+	Links uint64
 }
 
 func (e *ForeignLockError) Error() string {
+	if e.Links > 1 {
+		return fmt.Sprintf("the run lock %s has %d names (hard links): another name leads to the same file", e.Path, e.Links)
+	}
 	if e.UID < 0 {
 		return fmt.Sprintf("the run lock %s is a symlink or no regular file", e.Path)
 	}

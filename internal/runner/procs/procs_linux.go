@@ -379,8 +379,9 @@ type LockFile struct {
 // OpenLock opens the run lock file at path, creating it (mode 0600) when
 // create; a missing file is then an error that wraps fs.ErrNotExist.
 // The file is opened without following a symlink, and one owned by
-// neither idem's effective uid nor a trusted uid (the ledger's owner), or
-// that is no regular file, is refused (*ForeignLockError): another user
+// neither idem's effective uid nor a trusted uid (the ledger's owner),
+// that is no regular file, or that has another name (a hard link), is
+// refused (*ForeignLockError): another user
 // must not hand idem's command a file of its choosing as fd 3, nor keep
 // idem's keys busy with a lock of its own.
 func OpenLock(path string, create bool, trusted ...int) (*LockFile, error) {
@@ -400,9 +401,9 @@ func OpenLock(path string, create bool, trusted ...int) (*LockFile, error) {
 		f.Close()
 		return nil, err
 	}
-	if !trusts(append([]int{os.Geteuid()}, trusted...), st.Uid) || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if !trusts(append([]int{os.Geteuid()}, trusted...), st.Uid) || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink > 1 {
 		f.Close()
-		return nil, &ForeignLockError{Path: path, UID: int(st.Uid)}
+		return nil, &ForeignLockError{Path: path, UID: int(st.Uid), Links: uint64(st.Nlink)}
 	}
 	return &LockFile{path: path, f: f, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
 }
