@@ -62,6 +62,10 @@ func runScripts(t *testing.T, dir string, files ...string) {
 				return err
 			}
 			env.Setenv("HOME", home)
+			// The build under test, as the Go tests pass it (idemProgram).
+			if bin := os.Getenv("IDEM_TEST_BINARY"); bin != "" {
+				env.Setenv("IDEM_TEST_BINARY", bin)
+			}
 			env.Setenv("XDG_STATE_HOME", "")
 			env.Setenv("NO_COLOR", "")
 			env.Values[scriptT{}] = env.T()
