@@ -44,6 +44,24 @@ func TestRunLockDeleted(t *testing.T) {
 	rerunWithoutLockFile(t, g, job, left)
 }
 
+// TestRunLockMoved: as TestRunLockDeleted, with the run lock file moved
+// aside (mv) instead of deleted: the kernel then names the leftover's file
+// by its new name, and idem knows it for its ledger's by the mark it
+// carries, not by its name.
+func TestRunLockMoved(t *testing.T) {
+	g := newHostileRig(t)
+	job := envlessLeftoverJob("job:lockmoved", "exec sleep 30")
+	p := start(t, g.idem(job...))
+	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
+	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
+	p.send(syscall.SIGKILL)
+	p.wait()
+	if err := os.Rename(g.ledger+".runlock", filepath.Join(g.dir, "moved-aside")); err != nil {
+		t.Fatal(err)
+	}
+	rerunAfterLockFileWent(t, g, job, left)
+}
+
 // TestRunLockDeletedAfterRetryable: the leftover outlives an invocation
 // that ended retryable (its next attempt's backoff would pass the
 // deadline), so no record is in progress when the run lock file is
@@ -120,6 +138,14 @@ func rerunWithoutLockFile(t *testing.T, g *hostileRig, job []string, left int) {
 	if err := os.Remove(g.ledger + ".runlock"); err != nil {
 		t.Fatal(err)
 	}
+	rerunAfterLockFileWent(t, g, job, left)
+}
+
+// rerunAfterLockFileWent runs job once more after the run lock file left
+// its path while the leftover left still has it open: it must run once
+// the leftover is stopped, never beside it.
+func rerunAfterLockFileWent(t *testing.T, g *hostileRig, job []string, left int) {
+	t.Helper()
 	run(t, g.idem(job...)).expect(0)
 	if runs := readFile(filepath.Join(g.dir, "runs")); runs != "ran\nran\n" {
 		t.Errorf("the command ran beside the leftover:\n%s", runs)

@@ -13,6 +13,12 @@ type RunGuard struct {
 	// LockDev and LockIno are the device and inode of the run lock file
 	// the ledger is bound to; both 0: not bound yet.
 	LockDev, LockIno uint64
+	// File names the ledger file this guard was read from (its device and
+	// inode), which the run lock file carries once bound: a lock file
+	// under another name (moved, or reached through another mount) is
+	// still this ledger's when it carries File, and a copy of the ledger,
+	// whose guard records the original's lock, is another file. "": none.
+	File string
 }
 
 // RunGuarder is a ledger that keeps a RunGuard.

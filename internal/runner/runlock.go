@@ -152,6 +152,7 @@ func (inv *invocation) openLock(ctx context.Context) error {
 			return err
 		}
 	} else if !bound && guarded {
+		lf.Mark(g.File)
 		cctx, cancel := inv.leaseCtx(ctx)
 		err := gr.BindRunLock(cctx, lf.Dev, lf.Ino)
 		cancel()
@@ -173,11 +174,12 @@ func (inv *invocation) openLock(ctx context.Context) error {
 // key's byte), idem reopens that file through the process and keeps
 // locking on it, so that no run starts beside a leftover it could no
 // longer see. Once none has (or idem cannot look: no Finder), the
-// ledger is bound to a new file at the path.
+// ledger is bound to a new file at the path, marked as the ledger's
+// (procs.LockFile.Mark).
 func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
 	r, g := inv.r, inv.guard
 	if r.Procs != nil {
-		old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno)
+		old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno, g.File)
 		if err != nil {
 			return nil, lockErr(r.LockPath, err)
 		}
@@ -189,6 +191,7 @@ func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs
 	if err != nil {
 		return nil, lockErr(r.LockPath, err)
 	}
+	lf.Mark(g.File)
 	cctx, cancel := inv.leaseCtx(ctx)
 	err = gr.BindRunLock(cctx, lf.Dev, lf.Ino)
 	cancel()

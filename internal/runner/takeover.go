@@ -172,8 +172,8 @@ func (f pidOnly) Owner(here, pidns uint64, pid int, start uint64) (procs.Process
 	p := procs.Process{PID: pid, Start: start}
 	return p, pidns == here && f.Alive(p)
 }
-func (pidOnly) Holding(uint64, uint64, string) ([]procs.Process, error) { return nil, nil }
-func (pidOnly) Reopen(string, uint64, uint64) (*procs.LockFile, error)  { return nil, nil }
+func (pidOnly) Holding(uint64, uint64, string) ([]procs.Process, error)        { return nil, nil }
+func (pidOnly) Reopen(string, uint64, uint64, string) (*procs.LockFile, error) { return nil, nil }
 func (f pidOnly) Signal(p procs.Process, sig syscall.Signal) bool {
 	return f.Alive(p) && syscall.Kill(p.PID, sig) == nil
 }

@@ -185,7 +185,7 @@ func checkOwners(path, real string, f files, otherOwner bool) error {
 			// the commands' output would be written into that file too.
 			return &ledger.StoreError{Op: "open", Path: path,
 				Err:  fmt.Errorf("%s has %d names (hard links): another name leads to the same file", real+c.suffix, c.fi.st.Nlink),
-				Hint: "with no idem running, find the other names (find / -samefile " + real + c.suffix + ") and remove the one beside the ledger: a ledger's files have one name each"}
+				Hint: "with no idem running, find the other names (find / -xdev -samefile " + real + c.suffix + ") and remove those that are not the ledger's own: a ledger's files have one name each"}
 		}
 		if !c.fi.exists || c.fi.st.Uid == want {
 			continue

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,15 +12,16 @@ import (
 // on the way to the error. It returns the refusal, or nil (the file locks;
 // or it cannot be opened, which the busy error does not explain either).
 func locksRefused(path string) error {
-	f, err := os.Open(path)
+	// Never through a link, and never waiting on a FIFO put at the path.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	// SQLite's pending byte: a test of it conflicts with no holder's
 	// purpose, and F_GETLK changes nothing.
 	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0x40000000, Len: 1}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_GETLK, &lk); errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_GETLK, &lk); errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
 		return err
 	}
 	return nil

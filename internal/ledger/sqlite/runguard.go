@@ -17,6 +17,9 @@ func (s *Ledger) RunGuard(ctx context.Context) (ledger.RunGuard, error) {
 		return g, storeErr("read", s.path, err)
 	}
 	g.LockDev, g.LockIno = uint64(dev), uint64(ino)
+	if s.mainID != (fileID{}) {
+		g.File = s.mainID.String()
+	}
 	return g, nil
 }
 

@@ -155,9 +155,10 @@ type Finder interface {
 	// a description: what is left of a run after idem closed its copy.
 	Holding(dev, ino uint64, key string) ([]Process, error)
 	// Reopen opens the run lock file dev/ino, whose path is path no
-	// longer, through a process of a trusted uid that has it open; nil,
-	// nil when none has.
-	Reopen(path string, dev, ino uint64) (*LockFile, error)
+	// longer, through a process of a trusted uid that has it open as
+	// path, or as a file that carries the ledger's mark (LockFile.Mark;
+	// "": none); nil, nil when none has.
+	Reopen(path string, dev, ino uint64, mark string) (*LockFile, error)
 }
 
 // ForeignLockError is returned by Lock for a lock file that belongs to

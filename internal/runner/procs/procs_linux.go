@@ -278,13 +278,16 @@ func (f procFinder) fdOf(pid string, dev, ino uint64) (string, bool) {
 }
 
 // Reopen opens the run lock file dev/ino through a process of a trusted
-// uid that has it open, when its path no longer leads to it (deleted, or
-// another file put in its place): the file lives on while a run's
-// processes hold it, and runs that lock on it still see their locks. The
-// process must have opened it by path (path is absolute), as the kernel
-// still names it.
+// uid that has it open, when its path no longer leads to it (deleted,
+// moved, or another file put in its place): the file lives on while a
+// run's processes hold it, and runs that lock on it still see their
+// locks. The file must be the ledger's: carry its mark (a lock file
+// moved, or opened through another mount of its directory, still does),
+// or, where the file system keeps no mark, still be named path (or path
+// "(deleted)") by the kernel. A copy of a ledger records the original's
+// lock file, which carries the original's mark and name, not the copy's.
 // Nil, nil: no such process (the file is gone).
-func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
+func (f procFinder) Reopen(path string, dev, ino uint64, mark string) (*LockFile, error) {
 	pids, err := f.others()
 	if err != nil {
 		return nil, err
@@ -303,8 +306,10 @@ func (f procFinder) Reopen(path string, dev, ino uint64) (*LockFile, error) {
 		// recorded device and inode under another name is another
 		// ledger's (a copy of this ledger records the original's) or
 		// another file, and not to be locked on.
-		if l, err := os.Readlink(fd); err != nil || !slices.Contains(names, strings.TrimSuffix(l, " (deleted)")) {
-			continue
+		if !hasMark(fd, mark) {
+			if l, err := os.Readlink(fd); err != nil || !slices.Contains(names, strings.TrimSuffix(l, " (deleted)")) {
+				continue
+			}
 		}
 		file, err := os.OpenFile(fd, os.O_RDWR, 0)
 		if err != nil {
@@ -406,6 +411,31 @@ func OpenLock(path string, create bool, trusted ...int) (*LockFile, error) {
 		return nil, &ForeignLockError{Path: path, UID: int(st.Uid), Links: uint64(st.Nlink)}
 	}
 	return &LockFile{path: path, f: f, Dev: st.Dev, Ino: st.Ino, Mtime: st.Mtim.Sec}, nil
+}
+
+// lockMarkAttr is the extended attribute that marks a run lock file as
+// a ledger's (Mark).
+const lockMarkAttr = "user.idem.ledger"
+
+// Mark records in the file whose ledger it is (mark: the ledger file's
+// identity), so that the file is known for the ledger's under any name.
+// A file system without extended attributes keeps none: then only its
+// name tells.
+func (l *LockFile) Mark(mark string) {
+	if mark != "" {
+		unix.Fsetxattr(int(l.f.Fd()), lockMarkAttr, []byte(mark), 0)
+	}
+}
+
+// hasMark reports whether the file at name (a /proc fd link, which
+// getxattr follows to the open file) carries mark.
+func hasMark(name, mark string) bool {
+	if mark == "" {
+		return false
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(name, lockMarkAttr, buf)
+	return err == nil && string(buf[:n]) == mark
 }
 
 // Touch sets the file's times to now, so that a cleaner that deletes old

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFindAndLock starts a process that carries an earlier run's identity
@@ -130,7 +132,7 @@ func TestReopenDeletedLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fd := New()
-	old, err := fd.Reopen(lockPath, lf.Dev, lf.Ino)
+	old, err := fd.Reopen(lockPath, lf.Dev, lf.Ino, "")
 	if err != nil || old == nil {
 		t.Fatalf("Reopen = %v, %v; want the deleted file the child holds", old, err)
 	}
@@ -146,7 +148,55 @@ func TestReopenDeletedLock(t *testing.T) {
 	old.Close()
 	cmd.Process.Kill()
 	cmd.Wait()
-	if again, err := fd.Reopen(lockPath, lf.Dev, lf.Ino); err != nil || again != nil {
+	if again, err := fd.Reopen(lockPath, lf.Dev, lf.Ino, ""); err != nil || again != nil {
 		t.Errorf("Reopen after the holder died = %v, %v; want nothing", again, err)
+	}
+}
+
+// TestReopenMovedLock: a lock file moved away while a process holds it is
+// the ledger's by its mark, whatever its name: Reopen finds it for the
+// ledger whose mark it carries, and not for another (a copy of the ledger
+// records the original's lock file, which carries the original's mark),
+// nor, moved, without a mark.
+func TestReopenMovedLock(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "ledger.db.runlock")
+	lf, err := OpenLock(lockPath, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	lf.Mark("64768:1234")
+	if buf := make([]byte, 64); !hasMark(lockPath, "64768:1234") {
+		_, err := unix.Getxattr(lockPath, lockMarkAttr, buf)
+		t.Skipf("the file system keeps no mark here (%v)", err)
+	}
+	f, _, err := lf.Lock("evt:key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.Rename(lockPath, filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	fd := New()
+	for _, tc := range []struct {
+		mark  string
+		found bool
+	}{{"64768:1234", true}, {"64768:999", false}, {"", false}} {
+		got, err := fd.Reopen(lockPath, lf.Dev, lf.Ino, tc.mark)
+		if err != nil || (got != nil) != tc.found {
+			t.Errorf("Reopen with mark %q = %v, %v; want found %v", tc.mark, got, err, tc.found)
+		}
+		if got != nil {
+			got.Close()
+		}
 	}
 }

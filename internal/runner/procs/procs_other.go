@@ -47,6 +47,9 @@ func OpenLock(string, bool, ...int) (*LockFile, error) { return nil, nil }
 // Touch does nothing here.
 func (*LockFile) Touch() error { return nil }
 
+// Mark does nothing here.
+func (*LockFile) Mark(string) {}
+
 // Close does nothing here.
 func (*LockFile) Close() error { return nil }
 
@@ -57,7 +60,7 @@ func (*LockFile) Lock(string) (*os.File, bool, error) { return nil, false, nil }
 func (noFinder) Holding(uint64, uint64, string) ([]Process, error) { return nil, nil }
 
 // Reopen finds nothing here: there is no lock file.
-func (noFinder) Reopen(string, uint64, uint64) (*LockFile, error) { return nil, nil }
+func (noFinder) Reopen(string, uint64, uint64, string) (*LockFile, error) { return nil, nil }
 
 // Owner finds pid only when it is in this process's own namespace (pidns
 // 0: no namespaces here) and alive; its start time cannot be checked.
