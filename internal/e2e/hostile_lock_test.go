@@ -36,12 +36,7 @@ func envlessLeftoverJob(key, first string, flags ...string) []string {
 func TestRunLockDeleted(t *testing.T) {
 	g := newHostileRig(t)
 	job := envlessLeftoverJob("job:lockgone", "exec sleep 30")
-	p := start(t, g.idem(job...))
-	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
-	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
-	p.send(syscall.SIGKILL)
-	p.wait()
-	rerunWithoutLockFile(t, g, job, left)
+	rerunWithoutLockFile(t, g, job, leftBehind(t, g, job))
 }
 
 // TestRunLockMoved: as TestRunLockDeleted, with the run lock file moved
@@ -51,11 +46,7 @@ func TestRunLockDeleted(t *testing.T) {
 func TestRunLockMoved(t *testing.T) {
 	g := newHostileRig(t)
 	job := envlessLeftoverJob("job:lockmoved", "exec sleep 30")
-	p := start(t, g.idem(job...))
-	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
-	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
-	p.send(syscall.SIGKILL)
-	p.wait()
+	left := leftBehind(t, g, job)
 	if err := os.Rename(g.ledger+".runlock", filepath.Join(g.dir, "moved-aside")); err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +130,18 @@ func rerunWithoutLockFile(t *testing.T, g *hostileRig, job []string, left int) {
 		t.Fatal(err)
 	}
 	rerunAfterLockFileWent(t, g, job, left)
+}
+
+// leftBehind starts job, waits for its leftover and SIGKILLs idem; it
+// returns the leftover's pid.
+func leftBehind(t *testing.T, g *hostileRig, job []string) int {
+	t.Helper()
+	p := start(t, g.idem(job...))
+	left := waitPID(t, filepath.Join(g.dir, "pid"), 0)
+	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
+	p.send(syscall.SIGKILL)
+	p.wait()
+	return left
 }
 
 // rerunAfterLockFileWent runs job once more after the run lock file left
