@@ -139,8 +139,28 @@ func TestForgedMarker(t *testing.T) {
 // TestSignalEndsStopLoop: a process of idem's own uid that carries an
 // earlier run's marker keeps being respawned, so the scan never comes up
 // empty; a SIGTERM to idem ends the stop loop after one kill grace, exit
-// 143, and nothing ran.
+// 143, and nothing ran. The forger respawns every 20ms; on a machine busy
+// enough to leave it unscheduled for longer than idem takes from one scan
+// to the next, the scan does come up empty and idem runs the command
+// before the SIGTERM, as it should: that try shows nothing of the loop,
+// and is made again (at most three times).
 func TestSignalEndsStopLoop(t *testing.T) {
+	for try := 1; ; try++ {
+		ranFirst, failure := signalStopLoop(t)
+		switch {
+		case failure == "":
+			return
+		case ranFirst && try < 3:
+			t.Logf("try %d: the forger was not respawned in time, and the command ran before the SIGTERM; again", try)
+		default:
+			t.Fatal(failure)
+		}
+	}
+}
+
+// signalStopLoop is one try of TestSignalEndsStopLoop: the failure ("":
+// none), and whether the command ran, and ended, before the SIGTERM.
+func signalStopLoop(t *testing.T) (ranFirst bool, failure string) {
 	g := newHostileRig(t)
 	marker := g.marker("job:hostile")
 	pidFile := forger(t, marker, false)
@@ -149,14 +169,15 @@ func TestSignalEndsStopLoop(t *testing.T) {
 	p := start(t, c)
 	for end := time.Now().Add(time.Minute); alive(first); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) { // idem kills it in its stop loop
-			t.Fatalf("idem did not stop %d:\n%s", first, p)
+			return false, fmt.Sprintf("idem did not stop %d:\n%s", first, p)
 		}
 	}
 	p.send(syscall.SIGTERM)
 	p.wait().expect(143)
 	if runs := readFile(filepath.Join(g.dir, "runs")); strings.Count(runs, "\n") != 1 {
-		t.Fatalf("the command ran although idem was stopped before it:\n%s\n%s", runs, p)
+		return strings.Contains(p.stderr, "attempt 1/2 exited 75"), fmt.Sprintf("the command ran although idem was stopped before it:\n%s\n%s", runs, p)
 	}
+	return false, ""
 }
 
 // TestPlantedRunLock: in a directory everyone may write (mode 1777),
