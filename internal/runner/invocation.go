@@ -31,12 +31,11 @@ type invocation struct {
 	// signalled is a signal idem took while stopping an earlier run.
 	signalled  syscall.Signal
 	retryAfter string // IDEM_RETRY_AFTER file (created by the command, if at all)
-	// retryDir is its private directory ("" when there is none),
-	// retryOwnDir says the file has a directory of its own (made for this
-	// run), and retryAsked says the command wrote the file.
-	retryDir    string
-	retryOwnDir bool
-	retryAsked  bool
+	// retryDir is the user's private directory that holds it ("": the
+	// file has a directory of its own, made for this run), and retryAsked
+	// says the command wrote the file.
+	retryDir   string
+	retryAsked bool
 	// ledgerID is the ledger's identity, part of the run's (procs.Run).
 	ledgerID string
 	// lock holds the key's run lock (nil: none); every child inherits it.
@@ -58,8 +57,8 @@ func (inv *invocation) id(n int) procs.Run {
 // before this run reserved the key (nil: a new key), restored when
 // nothing runs.
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
-	if name, dir, own, err := retryAfterPath(inv.r.Host.PIDNS); err == nil {
-		inv.retryAfter, inv.retryDir, inv.retryOwnDir = name, dir, own
+	if name, dir, err := retryAfterPath(inv.r.Host.PIDNS); err == nil {
+		inv.retryAfter, inv.retryDir = name, dir
 		defer inv.removeRetryAfter()
 	}
 	defer func() {

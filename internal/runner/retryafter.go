@@ -51,14 +51,16 @@ func retryAfterDir() string {
 // remove theirs left (only commands that write one leave one). A
 // directory made for this run alone goes with its file.
 func (inv *invocation) removeRetryAfter() {
-	if inv.retryOwnDir {
-		os.RemoveAll(filepath.Dir(inv.retryAfter))
+	if inv.retryDir == "" {
+		if inv.retryAfter != "" {
+			os.RemoveAll(filepath.Dir(inv.retryAfter))
+		}
 		return
 	}
 	if os.Remove(inv.retryAfter) == nil {
 		inv.retryAsked = true
 	}
-	if inv.retryAsked && inv.retryDir != "" {
+	if inv.retryAsked {
 		reclaimRetryAfter(inv.retryDir, inv.r.Host.PIDNS)
 	}
 }
@@ -66,18 +68,18 @@ func (inv *invocation) removeRetryAfter() {
 // retryAfterPath names this run's IDEM_RETRY_AFTER file, in the user's
 // private directory (dir). Where that cannot be had (another user made
 // $TMPDIR/idem-UID first), the file goes in a directory made for this run
-// alone (ownDir): never a name in a directory others may write, where
+// alone (dir ""): never a name in a directory others may write, where
 // they could put a link or a FIFO in its place once the file is gone.
-func retryAfterPath(ns uint64) (path, dir string, ownDir bool, err error) {
+func retryAfterPath(ns uint64) (path, dir string, err error) {
 	dir = retryAfterDir()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "idem-retry-after-*")
 		if err != nil {
-			return "", "", false, err
+			return "", "", err
 		}
-		return filepath.Join(d, "retry-after"), "", true, nil
+		return filepath.Join(d, "retry-after"), "", nil
 	}
-	return filepath.Join(dir, fmt.Sprintf("%d-%d-%x", ns, os.Getpid(), rand.Uint64())), dir, false, nil
+	return filepath.Join(dir, fmt.Sprintf("%d-%d-%x", ns, os.Getpid(), rand.Uint64())), dir, nil
 }
 
 // reclaimRetryAfter removes the files in dir of runs in PID namespace ns
