@@ -75,13 +75,22 @@ func (a *app) ledger() (ledgerLocation, error) {
 // directory from HOME or, without it (a daemon's environment), from the
 // password database.
 func (a *app) stateDir() (string, error) {
+	dir, _, err := a.stateDirHome()
+	return dir, err
+}
+
+// stateDirHome is stateDir, and the HOME it lies under when that variable
+// gave it ("" when the directory is a service's, XDG's, or under the
+// password database's home).
+func (a *app) stateDirHome() (dir, home string, err error) {
 	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return d, nil
+		return d, "", nil
 	}
 	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "idem"), nil
+		return filepath.Join(d, "idem"), "", nil
 	}
-	home := a.getenv("HOME")
+	home = a.getenv("HOME")
+	envHome := home
 	if home == "" {
 		// What a shell's ~ gives without HOME. A static build (no cgo)
 		// reads /etc/passwd only, not LDAP or SSSD: hence the hint.
@@ -90,26 +99,20 @@ func (a *app) stateDir() (string, error) {
 		}
 	}
 	if home == "" {
-		return "", &exitError{code: exitcode.IOErr,
+		return "", "", &exitError{code: exitcode.IOErr,
 			msg:  fmt.Sprintf("cannot find the default ledger: HOME is not set and the password database has no home directory for uid %d", os.Getuid()),
 			hint: "set IDEM_LEDGER to the ledger's path (or HOME)"}
 	}
-	return filepath.Join(home, ".local", "state", "idem"), nil
+	return filepath.Join(home, ".local", "state", "idem"), envHome, nil
 }
 
 // checkHome refuses to make the default ledger under a HOME that does not
 // exist (a typo, a user without one): its directory is made under the
 // home, never the home itself.
 func (a *app) checkHome() error {
-	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return nil
-	}
-	if filepath.IsAbs(a.getenv("XDG_STATE_HOME")) {
-		return nil
-	}
-	home := a.getenv("HOME")
-	if home == "" {
-		return nil // the password database's, which stateDir checked
+	_, home, err := a.stateDirHome()
+	if err != nil || home == "" {
+		return nil // another directory, or none: the ledger's location says so
 	}
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
 		return &exitError{code: exitcode.IOErr,
