@@ -49,8 +49,11 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	var created int64
 	var recorded, found home
 	var clock serverClock
-	err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created,
-		&recorded.place, &recorded.tokens, &found.place, &found.tokens)
+	readIdentity := func() error {
+		return clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created,
+			&recorded.place, &recorded.tokens, &found.place, &found.tokens)
+	}
+	err := readIdentity()
 	switch {
 	case sqlState(err) == "42P01", sqlState(err) == "3F000": // undefined table or schema
 		stored = ledger.SchemaVersions{}
@@ -65,19 +68,16 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	if err != nil {
 		return p.schemaErr(err)
 	}
-	if len(pending) == 0 {
-		p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
-		return p.checkHome(recorded, found)
-	}
-	if err := p.migrate(ctx, migrations); err != nil {
-		if sqlState(err) == "42501" {
-			return p.privilegeErr(ctx, stored.Write, len(migrations), err)
+	if len(pending) > 0 {
+		if err := p.migrate(ctx, migrations); err != nil {
+			if sqlState(err) == "42501" {
+				return p.privilegeErr(ctx, stored.Write, len(migrations), err)
+			}
+			return err
 		}
-		return err
-	}
-	if err := clock.read(func() pgx.Row { return p.db.QueryRow(ctx, p.q(identitySQL)) }, &stored.Write, &stored.Compat, &created,
-		&recorded.place, &recorded.tokens, &found.place, &found.tokens); err != nil {
-		return p.wrap("open", err)
+		if err := readIdentity(); err != nil {
+			return p.wrap("open", err)
+		}
 	}
 	p.id, p.clockOffset = ledger.MakeIdentity("postgres", uint64(created)), clock.offset
 	return p.checkHome(recorded, found)

@@ -167,7 +167,11 @@ func followLink(abs string) (string, fs.FileInfo, error) {
 // -shm made since takes the main file's mode, which the user never chose.
 func tighten(path string, f files) ([]string, error) {
 	var done []string
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	for _, c := range []struct {
+		p    string
+		told bool // there before the open
+	}{{path, true}, {path + "-wal", f.wal.exists}, {path + "-shm", f.shm.exists}} {
+		p := c.p
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
 			continue
@@ -179,7 +183,7 @@ func tighten(path string, f files) ([]string, error) {
 		if err := os.Chmod(p, mode); err != nil {
 			return done, &ledger.StoreError{Op: "tighten permissions", Path: p, Err: err}
 		}
-		if p == path || p == path+"-wal" && f.wal.exists || p == path+"-shm" && f.shm.exists {
+		if c.told {
 			done = append(done, fmt.Sprintf("%s was mode %#o, now %#o", p, fi.Mode().Perm(), mode))
 		}
 	}
