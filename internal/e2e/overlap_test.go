@@ -448,10 +448,22 @@ func TestOverlapChaos(t *testing.T) {
 		return c
 	}
 	const okKeys = 4
+	kills, stops, runs, cleans := 0, 0, 0, 0
+	// spawn starts an idem of job, its stderr to errs, reaped when it ends.
+	spawn := func(job command) *exec.Cmd {
+		c := exec.Command(job.argv[0], job.argv[1:]...)
+		c.Dir, c.Env = job.dir, job.env
+		c.Stderr = errs
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		runs++
+		go c.Wait()
+		return c
+	}
 	var live, liveOK []*exec.Cmd
 	var stopped []int
 	stoppedAt := map[int]time.Time{}
-	kills, stops, runs, cleans := 0, 0, 0, 0
 	nextClean := time.Now().Add(time.Second)
 	forgedPID := 0
 	for ctx.Err() == nil {
@@ -468,28 +480,11 @@ func TestOverlapChaos(t *testing.T) {
 		}
 		// Up to three idems at once.
 		for len(live) < 3 {
-			c := exec.Command(job.argv[0], job.argv[1:]...)
-			c.Dir, c.Env = job.dir, job.env
-			c.Stderr = errs
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			runs++
-			live = append(live, c)
-			go c.Wait()
+			live = append(live, spawn(job))
 		}
 		// And a run of a succeeding key, most times round, two at most.
 		if len(liveOK) < 2 && rand.IntN(3) > 0 {
-			job := okJob(1 + rand.IntN(okKeys))
-			c := exec.Command(job.argv[0], job.argv[1:]...)
-			c.Dir, c.Env = job.dir, job.env
-			c.Stderr = errs
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			runs++
-			liveOK = append(liveOK, c)
-			go c.Wait()
+			liveOK = append(liveOK, spawn(okJob(1+rand.IntN(okKeys))))
 		}
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 		// Reap the idems that ended.

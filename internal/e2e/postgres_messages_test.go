@@ -76,31 +76,8 @@ func pythonHTTPServer(t *testing.T) string {
 // version line, before the client says anything; then it waits.
 func sshListener(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"))
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
+	addr, _ := testenv.GreetingListener(t, "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
+	return addr
 }
 
 // A listener that answers, but not as PostgreSQL (an HTTP server, a TLS

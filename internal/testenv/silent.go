@@ -19,6 +19,14 @@ func SilentListener(t testing.TB) string {
 // connections it has accepted so far: how often a client tried.
 func CountingSilentListener(t testing.TB) (addr string, accepted func() int) {
 	t.Helper()
+	return GreetingListener(t, "")
+}
+
+// GreetingListener is CountingSilentListener that first writes greeting
+// to each connection, as a server that speaks before its client does (an
+// SSH server's version line), then says nothing more.
+func GreetingListener(t testing.TB, greeting string) (addr string, accepted func() int) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +42,9 @@ func CountingSilentListener(t testing.TB) (addr string, accepted func() int) {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if greeting != "" {
+				c.Write([]byte(greeting))
 			}
 			mu.Lock()
 			held = append(held, c)
