@@ -68,6 +68,9 @@ type Ledger struct {
 	// statement that writes it in every write transaction (setID).
 	id    uint32
 	stamp string
+	// guard is the run guard as the last token drawn read it, for
+	// RunGuard to hand out once (see nextToken).
+	guard *ledger.RunGuard
 }
 
 // Options is how OpenFile opens a ledger file.

@@ -7,16 +7,26 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 )
 
-// RunGuard reads the run guard (see ledger.RunGuarder).
+// RunGuard reads the run guard (see ledger.RunGuarder): as the last
+// reservation that drew a token read it (see nextToken), once, or else
+// from the ledger.
 func (s *Ledger) RunGuard(ctx context.Context) (ledger.RunGuard, error) {
+	s.mu.Lock()
+	read := s.guard
+	s.guard = nil
+	s.mu.Unlock()
 	var g ledger.RunGuard
-	var dev, ino int64
-	err := s.conn.QueryRowContext(ctx, `SELECT secret, lock_dev, lock_ino FROM run_guard WHERE singleton = 1`).
-		Scan(&g.Secret, &dev, &ino)
-	if err != nil {
-		return g, storeErr("read", s.path, err)
+	if read != nil {
+		g = *read
+	} else {
+		var dev, ino int64
+		err := s.conn.QueryRowContext(ctx, `SELECT secret, lock_dev, lock_ino FROM run_guard WHERE singleton = 1`).
+			Scan(&g.Secret, &dev, &ino)
+		if err != nil {
+			return g, storeErr("read", s.path, err)
+		}
+		g.LockDev, g.LockIno = uint64(dev), uint64(ino)
 	}
-	g.LockDev, g.LockIno = uint64(dev), uint64(ino)
 	if s.mainID != (fileID{}) {
 		g.File = s.mainID.String()
 	}

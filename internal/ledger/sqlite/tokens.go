@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/idemhq/idem/internal/ledger"
 )
 
 // tokenBlock is how many tokens one raise of the durable mark covers: a
@@ -22,16 +24,30 @@ var errRaiseMark = errors.New("the token mark must be raised first")
 // out again.
 //
 // It is one statement, which updates no row when the mark does not cover
-// the next token: a reservation's statements are each parsed once in a
-// process that makes one run, so a statement fewer is a parse fewer.
+// the next token, and which also reads the run guard, which a run that
+// draws a token asks for next (see RunGuard): a reservation's statements
+// are each parsed once in a process that makes one run, so a statement
+// fewer is a parse fewer.
 func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
 	var token int64
+	var secret []byte
+	var dev, ino sql.NullInt64
 	err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1
-		WHERE name = 'token' AND value < (SELECT mark FROM token_mark WHERE boot_id = ?) RETURNING value`, s.bootID).Scan(&token)
+		WHERE name = 'token' AND value < (SELECT mark FROM token_mark WHERE boot_id = ?)
+		RETURNING value, (SELECT secret FROM run_guard WHERE singleton = 1),
+			(SELECT lock_dev FROM run_guard WHERE singleton = 1), (SELECT lock_ino FROM run_guard WHERE singleton = 1)`, s.bootID).
+		Scan(&token, &secret, &dev, &ino)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, errRaiseMark
 	}
-	return token, err
+	if err != nil {
+		return 0, err
+	}
+	s.guard = nil
+	if secret != nil && dev.Valid && ino.Valid {
+		s.guard = &ledger.RunGuard{Secret: secret, LockDev: uint64(dev.Int64), LockIno: uint64(ino.Int64)}
+	}
+	return token, nil
 }
 
 // restoredBoot is the token mark's boot in a backup (see Backup): a
