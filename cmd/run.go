@@ -356,9 +356,12 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	// round trip to the runtime's signal thread, which then overlaps the
 	// open's own work. Nothing is reserved before they are in: a signal
 	// that comes first ends idem by its default action, with nothing
-	// written.
+	// written. The child's start is prepared there too.
 	sigc := make(chan chan os.Signal, 1)
-	go func() { sigc <- notifySignals() }()
+	go func() {
+		sigc <- notifySignals()
+		runner.PrepareStart()
+	}()
 	l, loc, err := a.openRunLedger(ctx, o.Deadline)
 	if err != nil {
 		return nil, 0, err
