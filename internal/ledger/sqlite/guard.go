@@ -373,6 +373,15 @@ func createWAL(path, real string, f files) error {
 	if f.wal.exists || !f.walMode() || !f.isLedger() {
 		return nil
 	}
+	return makeWAL(real, &f.main.st)
+}
+
+// makeWAL creates the -wal beside real, whose main file's status is main,
+// bound to it and owned as it is, and syncs its directory entry. A -wal
+// that exists (another process, or SQLite, made it first) is left as it
+// is, and so is one this user may not create: SQLite says what it cannot
+// open.
+func makeWAL(real string, main *unix.Stat_t) error {
 	fd, err := unix.Open(real+"-wal", unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
 		return nil // another process won; or SQLite says what it cannot create
@@ -380,11 +389,11 @@ func createWAL(path, real string, f files) error {
 	if err != nil {
 		return &ledger.StoreError{Op: "create", Path: real + "-wal", Err: err, Hint: permHint(err)}
 	}
-	if os.Geteuid() == 0 && f.main.st.Uid != 0 {
-		err = unix.Fchown(fd, int(f.main.st.Uid), int(f.main.st.Gid))
+	if os.Geteuid() == 0 && main.Uid != 0 {
+		err = unix.Fchown(fd, int(main.Uid), int(main.Gid))
 	}
 	if err == nil {
-		err = unix.Fsetxattr(fd, walBindAttr, []byte(fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String()), 0)
+		err = unix.Fsetxattr(fd, walBindAttr, []byte(fileID{dev: uint64(main.Dev), ino: main.Ino}.String()), 0)
 		if errors.Is(err, unix.ENOTSUP) {
 			err = nil
 		}

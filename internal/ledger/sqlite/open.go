@@ -210,14 +210,16 @@ func keepFresh(real string, f files) {
 	}
 }
 
-// switchToWAL puts the ledger in WAL mode, and binds the -wal SQLite
-// creates for it before anything is written to it. Processes that open a
-// ledger in rollback mode at once all switch it: the switch upgrades a
-// read lock to a write lock within one statement, and SQLite answers BUSY
-// at once, without its busy timeout, while another process holds the
-// write lock. Wait for that lock with an empty BEGIN IMMEDIATE (which
-// does use the busy timeout), then try again: by then the winner has
-// switched the file.
+// switchToWAL puts the ledger in WAL mode, and makes its -wal, bound,
+// before anything is written to it: SQLite would create it with the first
+// write, and until a later binding, another process opening the ledger
+// would find a -wal with transactions bound to nothing, and refuse it.
+// Processes that open a ledger in rollback mode at once all switch it:
+// the switch upgrades a read lock to a write lock within one statement,
+// and SQLite answers BUSY at once, without its busy timeout, while another
+// process holds the write lock. Wait for that lock with an empty BEGIN
+// IMMEDIATE (which does use the busy timeout), then try again: by then the
+// winner has switched the file.
 func (s *Ledger) switchToWAL(ctx context.Context, op string) error {
 	var mode string
 	var err error
@@ -236,7 +238,14 @@ func (s *Ledger) switchToWAL(ctx context.Context, op string) error {
 	if mode != "wal" {
 		return &ledger.StoreError{Op: op, Path: s.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
 	}
-	bindWAL(s.real)
+	var main unix.Stat_t
+	if err := unix.Stat(s.real, &main); err != nil {
+		return storeErr(op, s.path, err)
+	}
+	if err := makeWAL(s.real, &main); err != nil {
+		return err
+	}
+	bindWAL(s.real) // one made first by another process, or by SQLite
 	s.newEntries = true
 	return nil
 }
