@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -354,19 +355,25 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	probe.At("parsed")
 	// The signal handlers go in while the ledger opens: each costs a
 	// round trip to the runtime's signal thread, which then overlaps the
-	// open's own work. Nothing is reserved before they are in: a signal
-	// that comes first ends idem by its default action, with nothing
-	// written. The child's start is prepared there too.
+	// open's own work. Nothing is reserved, and nothing written to stderr,
+	// before they are in: a signal that comes first ends idem by its
+	// default action before anything is reserved, and the open's warnings
+	// and error wait, so that a stderr nobody reads (SIGPIPE) cannot end
+	// it. The child's start is prepared there too.
 	sigc := make(chan chan os.Signal, 1)
 	go func() {
 		sigc <- notifySignals()
 		runner.PrepareStart()
 	}()
+	var held bytes.Buffer
+	u.w = &held
 	l, loc, err := a.openRunLedger(ctx, o.Deadline)
+	sigs := <-sigc
+	u.w = stderr
+	stderr.Write(held.Bytes())
 	if err != nil {
 		return nil, 0, err
 	}
-	sigs := <-sigc
 	probe.At("opened")
 	defer ledger.CloseAtExit(l)
 	host := a.localHost()
