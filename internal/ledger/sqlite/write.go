@@ -76,6 +76,9 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 			break
 		}
 	}
+	if err != nil {
+		s.guard = nil // read in a transaction that did not commit
+	}
 	if err == nil && full {
 		return s.syncNewEntries(op)
 	}

@@ -1,0 +1,52 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemhq/idem/internal/ledger"
+)
+
+// TestRunGuardAfterReservation: the run guard a reservation read with its
+// token is the ledger's, as a read of its own would give it; a binding of
+// the run lock made after the reservation is what the next read gives,
+// not the guard as the reservation read it.
+func TestRunGuardAfterReservation(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reserve := func(key string) {
+		t.Helper()
+		r, err := l.Reserve(ctx, ledger.ReserveRequest{Key: key, Fingerprint: "sha256:guard",
+			Command: []string{"true"}, MaxAttempts: 1, Owner: benchOwner(), Lease: time.Minute})
+		if err != nil || r.Outcome != ledger.Reserved {
+			t.Fatalf("reserve %s: %v, %v", key, r, err)
+		}
+	}
+	var want ledger.RunGuard
+	var dev, ino int64
+	if err := l.conn.QueryRowContext(ctx, `SELECT secret, lock_dev, lock_ino FROM run_guard`).Scan(&want.Secret, &dev, &ino); err != nil {
+		t.Fatal(err)
+	}
+	reserve("guard:first")
+	g, err := l.RunGuard(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g.Secret, want.Secret) || len(g.Secret) != 32 || g.LockDev != uint64(dev) || g.LockIno != uint64(ino) || g.File == "" {
+		t.Errorf("guard after a reservation: %+v; want secret %x, lock %d:%d, the file named", g, want.Secret, dev, ino)
+	}
+	reserve("guard:second")
+	if err := l.BindRunLock(ctx, 7, 8); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := l.RunGuard(ctx); err != nil || g.LockDev != 7 || g.LockIno != 8 || !bytes.Equal(g.Secret, want.Secret) {
+		t.Errorf("guard after a reservation and a binding: %+v, %v; want the lock 7:8", g, err)
+	}
+}
