@@ -2,8 +2,8 @@ package runner
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,11 +23,19 @@ func TestPrepareStartLeavesNothing(t *testing.T) {
 		return len(ents)
 	}
 	children := func() string {
-		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
-		if err != nil {
-			t.Fatal(err)
+		tasks, err := filepath.Glob("/proc/self/task/*/children")
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("no tasks in /proc/self/task: %v", err)
 		}
-		return strings.TrimSpace(string(b))
+		var all []string
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, strings.Fields(string(b))...)
+		}
+		return strings.Join(all, " ")
 	}
 	before := fds()
 	PrepareStart()
