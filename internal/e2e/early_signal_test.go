@@ -64,14 +64,8 @@ func TestClosedStderrWhileTheLedgerOpens(t *testing.T) {
 		cmd.Env = append(clean(nil, idem).env, "GOMAXPROCS=1")
 		cmd.Stderr = w
 		err = cmd.Run()
-		var st exitStatus
-		if ee, ok := err.(*exec.ExitError); ok {
-			ws := ee.Sys().(syscall.WaitStatus)
-			st.code = ws.ExitStatus()
-			if ws.Signaled() {
-				st.signal, st.code = ws.Signal(), 128+int(ws.Signal())
-			}
-		} else if err != nil {
+		st, ok := exitStatusOf(err)
+		if !ok {
 			t.Fatal(err)
 		}
 		return st
