@@ -370,7 +370,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	l, loc, err := a.openRunLedger(ctx, o.Deadline)
 	sigs := <-sigc
 	u.w = stderr
-	stderr.Write(held.Bytes())
+	if held.Len() > 0 {
+		stderr.Write(held.Bytes())
+	}
 	if err != nil {
 		return nil, 0, err
 	}
