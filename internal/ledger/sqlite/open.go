@@ -158,6 +158,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		return nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
 	}
 	db.SetMaxOpenConns(1)
+	growStack(len(abs)) // before SQLite runs on this goroutine
 	conn, err := db.Conn(ctx)
 	if isReadFault(err) && ctx.Err() == nil {
 		// The connection's pragmas read the file: one transient EIO reads
