@@ -228,7 +228,7 @@ func (s *Ledger) deleteChunk(ctx context.Context, keys []string, cond string, co
 	}
 	q += ` RETURNING key, CASE WHEN status = 'succeeded' THEN finished_ms END, ` + ledger.CounterColumns
 	var n int
-	err = s.write(ctx, "purge", func(tx *sql.Tx) error {
+	err = s.write(ctx, "purge", func(ctx context.Context, tx querier) error {
 		n = 0
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
@@ -331,7 +331,7 @@ func (s *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 // addTotals adds what removed records held to the ledger's totals, with
 // how many were purged and how many expired. SQLite has one writer at a
 // time, so one row (shard 0) serves.
-func addTotals(ctx context.Context, tx *sql.Tx, c ledger.Counters, purged, expired int64) error {
+func addTotals(ctx context.Context, tx querier, c ledger.Counters, purged, expired int64) error {
 	args := append(c.Fields(), purged, expired)
 	for i, a := range args[:len(args)-2] {
 		args[i] = *a.(*int64)
@@ -351,7 +351,7 @@ func addTotals(ctx context.Context, tx *sql.Tx, c ledger.Counters, purged, expir
 // keepSuccesses raises each group's kept last success to the newest among
 // the removed records', so that purge does not take a group out of the
 // metrics.
-func keepSuccesses(ctx context.Context, tx *sql.Tx, kept ledger.KeptSuccesses) error {
+func keepSuccesses(ctx context.Context, tx querier, kept ledger.KeptSuccesses) error {
 	if len(kept) == 0 {
 		return nil
 	}

@@ -69,7 +69,11 @@ func scanRecord(row scanner, extra ...any) (*ledger.Record, error) {
 	return &r, nil
 }
 
+// querier runs statements: the ledger's connection, inside a write
+// transaction (see writeOnce) or not, and a read-only *sql.Tx.
 type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"time"
@@ -16,7 +15,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	var res *ledger.Reservation
 	s.setBoot(req.Owner.BootID)
 	st := &reserveSteps{s: s, req: req}
-	err := s.writeTokens(ctx, "reserve", func(tx *sql.Tx) error {
+	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
 		res, st.count = nil, false
 		st.tx, st.now = tx, s.Now()
 		rec, err := getReplayable(ctx, tx, st.req.Key)
@@ -50,7 +49,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 // the recorded one, byte for byte, with no notice added, and the next
 // write that matters (a run's reservation or outcome) reports the fault.
 func (s *Ledger) countReplay(ctx context.Context, rec *ledger.Record, now time.Time) {
-	err := s.write(ctx, "count replay", func(tx *sql.Tx) error {
+	err := s.write(ctx, "count replay", func(ctx context.Context, tx querier) error {
 		return bumpReplays(ctx, tx, rec.Key, now)
 	})
 	if err == nil {
@@ -63,7 +62,7 @@ func (s *Ledger) countReplay(ctx context.Context, rec *ledger.Record, now time.T
 // that read the record rec (nil when there is none) at now.
 type reserveSteps struct {
 	s   *Ledger
-	tx  *sql.Tx
+	tx  querier
 	req ledger.ReserveRequest
 	rec *ledger.Record
 	now time.Time
@@ -112,7 +111,7 @@ func (st *reserveSteps) Abandon(ctx context.Context) error {
 	return err
 }
 
-func deleteKey(ctx context.Context, tx *sql.Tx, key string) error {
+func deleteKey(ctx context.Context, tx querier, key string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE key = ?`, key); err != nil {
 		return err
 	}
@@ -178,7 +177,7 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
 }
 
-func insertAttempt(ctx context.Context, tx *sql.Tx, key string, n int, token int64, o ledger.Owner, now time.Time) (int64, error) {
+func insertAttempt(ctx context.Context, tx querier, key string, n int, token int64, o ledger.Owner, now time.Time) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO attempts (key, n, token, host, pid, started_ms) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 		key, n, token, o.Host, o.PID, now.UnixMilli()).Scan(&id)
@@ -210,7 +209,7 @@ func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reser
 // bumpReplays counts one suppressed duplicate of key at now: the records
 // row it updates holds no output (see schema_v4.sql), so this writes one
 // page, whatever the output's size.
-func bumpReplays(ctx context.Context, tx *sql.Tx, key string, now time.Time) error {
+func bumpReplays(ctx context.Context, tx querier, key string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `UPDATE records SET replays = replays + 1, last_replay_ms = ? WHERE key = ?`, now.UnixMilli(), key)
 	return err
 }

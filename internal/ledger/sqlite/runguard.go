@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -35,7 +34,7 @@ func (s *Ledger) RunGuard(ctx context.Context) (ledger.RunGuard, error) {
 
 // BindRunLock records the run lock file's identity.
 func (s *Ledger) BindRunLock(ctx context.Context, dev, ino uint64) error {
-	return s.writeSync(ctx, "bind the run lock", true, func(tx *sql.Tx) error {
+	return s.writeSync(ctx, "bind the run lock", true, func(ctx context.Context, tx querier) error {
 		s.guard = nil // read before this binding
 		_, err := tx.ExecContext(ctx, `UPDATE run_guard SET lock_dev = ?, lock_ino = ? WHERE singleton = 1`,
 			int64(dev), int64(ino))

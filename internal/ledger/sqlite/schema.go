@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
@@ -233,7 +232,7 @@ func (s *Ledger) initialise(ctx context.Context, migrations []ledger.Migration) 
 func (s *Ledger) migrate(ctx context.Context, op string, migrations []ledger.Migration) error {
 	var planErr error
 	rekeyed := false
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(ctx context.Context, tx querier) error {
 		rekeyed = false
 		var version, appID int64
 		if err := tx.QueryRowContext(ctx, `SELECT v.user_version, a.application_id FROM pragma_user_version() v, pragma_application_id() a`).

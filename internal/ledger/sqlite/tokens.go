@@ -28,7 +28,7 @@ var errRaiseMark = errors.New("the token mark must be raised first")
 // draws a token asks for next (see RunGuard): a reservation's statements
 // are each parsed once in a process that makes one run, so a statement
 // fewer is a parse fewer.
-func (s *Ledger) nextToken(ctx context.Context, tx *sql.Tx) (int64, error) {
+func (s *Ledger) nextToken(ctx context.Context, tx querier) (int64, error) {
 	var token int64
 	var secret []byte
 	var dev, ino sql.NullInt64
@@ -68,7 +68,7 @@ const restoredBoot = "restored from a backup"
 // it never handed out more than one per microsecond on average (each is a
 // committed transaction) and the clock was not set back past the backup's
 // time. Microseconds keep tokens below 2^53, exact in JSON.
-func (s *Ledger) raiseMark(ctx context.Context, tx *sql.Tx) error {
+func (s *Ledger) raiseMark(ctx context.Context, tx querier) error {
 	var value, mark int64
 	var boot string
 	if err := tx.QueryRowContext(ctx, `SELECT c.value, m.mark, m.boot_id FROM counters c, token_mark m WHERE c.name = 'token'`).
@@ -104,14 +104,14 @@ func (s *Ledger) setBoot(boot string) {
 // transaction, not a raise and then a retry: processes that do not know
 // the boot each name their own (see Open), so between a separate raise
 // and its retry another one's raise would take the mark away again.
-func (s *Ledger) writeTokens(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+func (s *Ledger) writeTokens(ctx context.Context, op string, fn func(context.Context, querier) error) error {
 	err := s.write(ctx, op, fn)
 	if errors.Is(err, errRaiseMark) {
-		err = s.writeSync(ctx, op, true, func(tx *sql.Tx) error {
+		err = s.writeSync(ctx, op, true, func(ctx context.Context, tx querier) error {
 			if err := s.raiseMark(ctx, tx); err != nil {
 				return err
 			}
-			return fn(tx)
+			return fn(ctx, tx)
 		})
 	}
 	return err

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -25,8 +24,8 @@ func walImage(t testing.TB, n int) (uint32, []byte) {
 	}
 	t.Cleanup(func() { l.Close() })
 	for i := range n {
-		err := l.write(context.Background(), "test", func(tx *sql.Tx) error {
-			_, err := tx.Exec(`UPDATE counters SET value = value WHERE name = ?`, i)
+		err := l.write(context.Background(), "test", func(ctx context.Context, tx querier) error {
+			_, err := tx.ExecContext(ctx, `UPDATE counters SET value = value WHERE name = ?`, i)
 			return err
 		})
 		if err != nil {

@@ -38,7 +38,7 @@ func (s *Ledger) trimWAL(ctx context.Context) {
 
 // write runs fn in one BEGIN IMMEDIATE transaction, retrying a bounded number
 // of times when SQLite reports BUSY beyond its own timeout.
-func (s *Ledger) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+func (s *Ledger) write(ctx context.Context, op string, fn func(context.Context, querier) error) error {
 	return s.writeSync(ctx, op, false, fn)
 }
 
@@ -46,7 +46,7 @@ func (s *Ledger) write(ctx context.Context, op string, fn func(*sql.Tx) error) e
 // is fsynced at the commit), else NORMAL. The level is set only when it
 // changes, so that a run's last write, its outcome, leaves it at FULL
 // rather than paying one more statement before exit to set NORMAL again.
-func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*sql.Tx) error) error {
+func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(context.Context, querier) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.full != full {
@@ -54,7 +54,8 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 		if full {
 			level = "FULL"
 		}
-		if _, err := s.conn.ExecContext(ctx, `PRAGMA synchronous = `+level); err != nil {
+		// A setting of the connection's, which waits for no lock.
+		if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = `+level); err != nil {
 			return storeErr(op, s.path, err)
 		}
 		s.full = full
@@ -88,23 +89,47 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(*s
 // writeOnce runs fn in one transaction; committing says whether err came
 // from the commit (whose outcome is then unknown). The transaction is
 // stamped with the ledger's identity (see walid.go).
-func (s *Ledger) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error, committing bool) {
-	tx, err := s.conn.BeginTx(ctx, nil)
+//
+// Only its BEGIN IMMEDIATE, which waits for the write lock, watches ctx:
+// a deadline or a cancellation ends that wait (SQLite's busy handler
+// sees it). The statements after it, and the COMMIT, hold the lock and
+// wait for nobody (every ledger a write opens is in WAL mode, see open),
+// so fn gets ctx without its end: an interruption halfway would only
+// throw away a transaction about to land, and the fencing in each
+// statement, not the caller's deadline, keeps a late one safe. Watching
+// ctx costs a goroutine a statement (the driver's), and one a query in a
+// *sql.Tx begun with ctx (database/sql's): 16 of the 33 goroutines a run
+// started. That is why the transaction is the connection's own BEGIN and
+// COMMIT, not a *sql.Tx.
+func (s *Ledger) writeOnce(ctx context.Context, fn func(context.Context, querier) error) (err error, committing bool) {
+	if _, err := s.conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		// A BEGIN that took effect just as ctx ended reports ctx's error.
+		s.rollback()
+		return err, false
+	}
+	sctx := context.WithoutCancel(ctx)
+	err = fn(sctx, s.conn)
+	if err == nil && s.stamp != "" {
+		_, err = s.conn.ExecContext(sctx, s.stamp)
+	}
 	if err != nil {
-		return err, false
-	}
-	defer tx.Rollback()
-	if err := fn(tx); errors.Is(err, errNothingWritten) {
-		return nil, false // rolled back: there is nothing to commit
-	} else if err != nil {
-		return err, false
-	}
-	if s.stamp != "" {
-		if _, err := tx.ExecContext(ctx, s.stamp); err != nil {
-			return err, false
+		s.rollback()
+		if errors.Is(err, errNothingWritten) {
+			return nil, false // rolled back: there is nothing to commit
 		}
+		return err, false
 	}
-	return tx.Commit(), true
+	if _, err := s.conn.ExecContext(sctx, `COMMIT`); err != nil {
+		s.rollback() // a COMMIT that failed may leave the transaction open
+		return err, true
+	}
+	return nil, true
+}
+
+// rollback ends the connection's transaction, if one is open (else
+// SQLite's "no transaction is active" is the only error, and moot).
+func (s *Ledger) rollback() {
+	s.conn.ExecContext(context.Background(), `ROLLBACK`)
 }
 
 // errNothingWritten is what a write transaction's function returns when
@@ -142,7 +167,7 @@ func fenced(res sql.Result, err error) error {
 // where a run trims a WAL that has grown long: the checkpoint overlaps the
 // command instead of delaying idem's exit after the outcome.
 func (s *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int, start uint64) error {
-	err := s.write(ctx, "record child", func(tx *sql.Tx) error {
+	err := s.write(ctx, "record child", func(ctx context.Context, tx querier) error {
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET child_pgid = ?, child_start = ? WHERE key = ? AND token = ?`,
 			pgid, int64(start), key, token))
 	})
@@ -154,7 +179,7 @@ func (s *Ledger) SetChild(ctx context.Context, key string, token int64, pgid int
 
 // Renew implements Ledger.
 func (s *Ledger) Renew(ctx context.Context, key string, token int64, lease time.Duration) error {
-	return s.write(ctx, "renew lease", func(tx *sql.Tx) error {
+	return s.write(ctx, "renew lease", func(ctx context.Context, tx querier) error {
 		now := s.Now()
 		return fenced(tx.ExecContext(ctx, `UPDATE records SET lease_expires_ms = ?, updated_ms = ? WHERE key = ? AND token = ?`,
 			now.Add(lease).UnixMilli(), now.UnixMilli(), key, token))
@@ -163,7 +188,7 @@ func (s *Ledger) Renew(ctx context.Context, key string, token int64, lease time.
 
 // EndAttempt implements Ledger.
 func (s *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
-	return s.write(ctx, "record attempt", func(tx *sql.Tx) error {
+	return s.write(ctx, "record attempt", func(ctx context.Context, tx querier) error {
 		now := s.Now().UnixMilli()
 		if err := fenced(tx.ExecContext(ctx, `UPDATE records SET exit_code = ?, exit_source = 'child', updated_ms = ?,
 			class = ?, reason = ?`+ledger.BumpSQL(e.Class, "")+` WHERE key = ? AND token = ?`,
@@ -180,7 +205,7 @@ func (s *Ledger) EndAttempt(ctx context.Context, e ledger.AttemptEnd) error {
 func (s *Ledger) StartAttempt(ctx context.Context, key string, token int64, lease time.Duration) (int, int64, error) {
 	var n int
 	var id int64
-	err := s.write(ctx, "start attempt", func(tx *sql.Tx) error {
+	err := s.write(ctx, "start attempt", func(ctx context.Context, tx querier) error {
 		now := s.Now()
 		var o ledger.Owner
 		err := tx.QueryRowContext(ctx, `UPDATE records SET attempts = attempts + 1, lease_expires_ms = ?, updated_ms = ?,
@@ -204,7 +229,7 @@ func (s *Ledger) StartAttempt(ctx context.Context, key string, token int64, leas
 // if the outcome is there.
 func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 	stdout, stderr := req.Output()
-	err := s.writeSync(ctx, "record outcome", true, func(tx *sql.Tx) error {
+	err := s.writeSync(ctx, "record outcome", true, func(ctx context.Context, tx querier) error {
 		now := s.Now().UnixMilli()
 		var expires sql.NullInt64
 		if req.TTL > 0 {
@@ -244,7 +269,7 @@ func (s *Ledger) Finish(ctx context.Context, req ledger.FinishRequest) error {
 // putOutput stores a record's output in its outputs row, apart from the
 // records row that leases and replays update (see schema_v4.sql): a row
 // only for output that is not empty; an earlier outcome's row goes.
-func putOutput(ctx context.Context, tx *sql.Tx, key string, stdout, stderr []byte) error {
+func putOutput(ctx context.Context, tx querier, key string, stdout, stderr []byte) error {
 	if len(stdout) == 0 && len(stderr) == 0 {
 		_, err := tx.ExecContext(ctx, `DELETE FROM outputs WHERE key = ?`, key)
 		return err
@@ -256,7 +281,7 @@ func putOutput(ctx context.Context, tx *sql.Tx, key string, stdout, stderr []byt
 
 // Release implements Ledger.
 func (s *Ledger) Release(ctx context.Context, key string, token, attemptID int64, prev *ledger.Snapshot) error {
-	return s.writeTokens(ctx, "release", func(tx *sql.Tx) error {
+	return s.writeTokens(ctx, "release", func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE id = ?`, attemptID); err != nil {
 			return err
 		}
