@@ -227,7 +227,7 @@ func (p *pinger) close(u *ui, signals <-chan os.Signal) {
 	// for a run that went well, or stay silent about one that did not.
 	u.startLine()
 	fmt.Fprintf(u.w, "idem: %s %d of %d pings to %s were not delivered (%s); the run's outcome is as recorded\n",
-		u.hint.Sprint("warning:"), r.Failed, r.Sent, p.shown, oneLine(why))
+		u.hint.paint("warning:"), r.Failed, r.Sent, p.shown, oneLine(why))
 }
 
 // withPings returns the run's runner options with the pinger's callbacks.

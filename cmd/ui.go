@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
-	"github.com/fatih/color"
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
@@ -35,29 +35,49 @@ func (a *app) watched(w io.Writer) bool {
 type ui struct {
 	w      io.Writer
 	quiet  bool
-	errTag *color.Color
-	hint   *color.Color
-	notice *color.Color
+	errTag style
+	hint   style
 }
 
 func newUI(a *app) *ui {
-	u := &ui{w: a.stderr, errTag: color.New(color.FgRed, color.Bold), hint: color.New(color.FgYellow), notice: color.New(color.FgCyan)}
 	on := a.colorOn(a.stderr)
-	for _, c := range []*color.Color{u.errTag, u.hint, u.notice} {
-		if on {
-			c.EnableColor()
-		} else {
-			c.DisableColor()
-		}
+	return &ui{w: a.stderr, errTag: newStyle(on, boldRed), hint: newStyle(on, yellow)}
+}
+
+// A style colours text with SGR escapes when colour is on: its codes
+// before the text, and after it the codes that undo them (22 ends bold,
+// 0 the rest). A plain table of codes: a colour library's start-up
+// probes the terminal in every process, a run's and a replay's too.
+type style struct{ start, end string }
+
+// The codes of the colours idem uses, and of their ends.
+const (
+	boldRed = "31;1|0;22"
+	green   = "32|0"
+	yellow  = "33|0"
+	cyan    = "36|0"
+)
+
+func newStyle(on bool, codes string) style {
+	if !on {
+		return style{}
 	}
-	return u
+	start, end, _ := strings.Cut(codes, "|")
+	return style{start: "\x1b[" + start + "m", end: "\x1b[" + end + "m"}
+}
+
+func (s style) paint(text string) string {
+	if s.start == "" {
+		return text
+	}
+	return s.start + text + s.end
 }
 
 func (u *ui) errorLine(msg, hint string) {
 	u.startLine()
-	fmt.Fprintf(u.w, "idem: %s %s\n", u.errTag.Sprint("error:"), oneLine(msg))
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.errTag.paint("error:"), oneLine(msg))
 	if hint != "" {
-		fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(hint))
+		fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.paint("hint:"), oneLine(hint))
 	}
 }
 
@@ -77,7 +97,7 @@ func (u *ui) hintf(format string, args ...any) {
 		return
 	}
 	u.startLine()
-	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("hint:"), oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.paint("hint:"), oneLine(fmt.Sprintf(format, args...)))
 }
 
 // warnf prints an idem: warning: line unless --quiet.
@@ -86,7 +106,7 @@ func (u *ui) warnf(format string, args ...any) {
 		return
 	}
 	u.startLine()
-	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.Sprint("warning:"), oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(u.w, "idem: %s %s\n", u.hint.paint("warning:"), oneLine(fmt.Sprintf(format, args...)))
 }
 
 // lineWriter is idem's stderr while a command's output passes through it.
@@ -136,23 +156,13 @@ func isTerminal(f *os.File) bool {
 // --color allows it and NO_COLOR is unset (or --color always).
 func statusPainter(a *app) func(ledger.Status, string) string {
 	on := a.colorOn(a.stdout)
-	colours := map[ledger.Status]*color.Color{
-		ledger.StatusSucceeded:  color.New(color.FgGreen),
-		ledger.StatusFailed:     color.New(color.FgRed, color.Bold),
-		ledger.StatusRetryable:  color.New(color.FgYellow),
-		ledger.StatusInProgress: color.New(color.FgCyan),
-	}
-	for _, c := range colours {
-		if on {
-			c.EnableColor()
-		} else {
-			c.DisableColor()
-		}
+	styles := map[ledger.Status]style{
+		ledger.StatusSucceeded:  newStyle(on, green),
+		ledger.StatusFailed:     newStyle(on, boldRed),
+		ledger.StatusRetryable:  newStyle(on, yellow),
+		ledger.StatusInProgress: newStyle(on, cyan),
 	}
 	return func(s ledger.Status, text string) string {
-		if c, ok := colours[s]; ok && on {
-			return c.Sprint(text)
-		}
-		return text
+		return styles[s].paint(text)
 	}
 }
