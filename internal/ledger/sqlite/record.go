@@ -92,13 +92,21 @@ func outputSQL(col string) string {
 	return `CASE WHEN output_stored THEN coalesce((SELECT o.` + col + ` FROM outputs o WHERE o.key = records.key), x'') END`
 }
 
-// getReplayable reads key's record for Reserve, with its output only when
-// it is final (succeeded or failed): what a replay needs, in the same
-// statement, while an in-progress or retryable record's output is not read.
-func getReplayable(ctx context.Context, q querier, key string) (*ledger.Record, error) {
-	return scanWithOutput(q.QueryRowContext(ctx, `SELECT `+recordColumns+`,
-		CASE WHEN status IN ('succeeded', 'failed') THEN `+outputSQL("stdout")+` END,
-		CASE WHEN status IN ('succeeded', 'failed') THEN `+outputSQL("stderr")+` END FROM records WHERE key = ?`, key))
+// readOutput reads the output of rec, a final record as a replay reads
+// it (see outputSQL), in the transaction that read rec: a statement of
+// its own, which only a replay runs, so that a run's reservation reads
+// the record without it.
+func readOutput(ctx context.Context, q querier, rec *ledger.Record) error {
+	if !rec.OutputStored {
+		return nil
+	}
+	err := q.QueryRowContext(ctx, `SELECT coalesce(stdout, x''), coalesce(stderr, x'') FROM outputs WHERE key = ?`, rec.Key).
+		Scan(&rec.Stdout, &rec.Stderr)
+	if errors.Is(err, sql.ErrNoRows) {
+		rec.Stdout, rec.Stderr = []byte{}, []byte{}
+		return nil
+	}
+	return err
 }
 
 func scanWithOutput(row scanner) (*ledger.Record, error) {

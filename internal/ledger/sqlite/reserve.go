@@ -18,7 +18,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
 		res, st.count = nil, false
 		st.tx, st.now = tx, s.Now()
-		rec, err := getReplayable(ctx, tx, st.req.Key)
+		rec, err := getRecord(ctx, tx, st.req.Key, false)
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
@@ -184,13 +184,16 @@ func insertAttempt(ctx context.Context, tx querier, key string, n int, token int
 	return id, err
 }
 
-// Replay implements ledger.Steps. The record as read carries its output.
+// Replay implements ledger.Steps: the record as read, with its output.
 // A replay that changed nothing is counted after the transaction (see
 // countReplay); one that a step made final in this transaction is read
 // again and counted with the step's writes, which must land for it.
 func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reservation, error) {
 	rec := st.rec
 	if !changed {
+		if err := readOutput(ctx, st.tx, rec); err != nil {
+			return nil, err
+		}
 		st.count = true
 		return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
 	}
