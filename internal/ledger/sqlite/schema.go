@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
@@ -50,26 +49,30 @@ var migrations = []ledger.Migration{
 // before anything is written; it initialises an empty file and migrates an
 // older ledger, unless readOnly.
 func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration, readOnly bool) error {
-	// One statement, so one snapshot: another idem may be initialising the
-	// file right now, and separate reads could see its schema without its
-	// version and call the file foreign.
 	// Every page read from here on has its cells checked too, so that a
 	// damaged page is refused as corrupt rather than misread.
 	if _, err := s.conn.ExecContext(ctx, `PRAGMA cell_size_check = ON`); err != nil {
 		return storeErr("open", s.path, err)
 	}
 	var appID, version, objects, pageSize int64
-	read := func() error {
-		return s.conn.QueryRowContext(ctx,
-			`SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size
-			FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`).
-			Scan(&appID, &version, &objects, &pageSize)
-	}
-	err := read()
-	if isReadFault(err) && ctx.Err() == nil {
-		// One transient EIO reads as a damaged page: read once more
-		// before the ledger is called corrupt, as writes do.
+	head := []any{&appID, &version, &objects, &pageSize}
+	// A writer first reads the head and checks the pages (see
+	// checkPages) in one statement: a statement fewer for a ledger that
+	// is sound and current, as every run's and replay's is. Anything else
+	// (a statement that fails, a damaged page, a ledger to migrate or
+	// another file) takes the path below, as if this read had not been.
+	var pc pageChecks
+	checked := !readOnly && s.conn.QueryRowContext(ctx, headSQL+`, `+pageCheckColumns+headFrom).
+		Scan(append(head, pc.dest()...)...) == nil && pc.problem() == ""
+	err := error(nil)
+	if !checked {
+		read := func() error { return s.conn.QueryRowContext(ctx, headSQL+headFrom).Scan(head...) }
 		err = read()
+		if isReadFault(err) && ctx.Err() == nil {
+			// One transient EIO reads as a damaged page: read once more
+			// before the ledger is called corrupt, as writes do.
+			err = read()
+		}
 	}
 	if err != nil {
 		return storeErr("read", s.path, err)
@@ -92,8 +95,10 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		if readOnly {
 			return nil
 		}
-		if err := s.checkPages(ctx); err != nil {
-			return err
+		if !checked || len(pending) > 0 {
+			if err := s.checkPages(ctx); err != nil {
+				return err
+			}
 		}
 		if s.id == legacyApplicationID {
 			return s.migrate(ctx, "give the ledger an identity", migrations)
@@ -154,15 +159,26 @@ func (s *Ledger) checkSize(pageSize int64) error {
 // corruptHint says how to restore a ledger (see 'idem backup --help').
 const corruptHint = "see idem check; restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
 
-// pageCheckSQL reads, in one statement, what every run and replay of the
-// ledger depends on beyond its own record: the one-page tables (the token
-// counter and mark, the totals, the run guard's secret), checked whole, and the root and rightmost
-// path of every other b-tree, which SQLite checks as it reads them (with
-// cell_size_check): the pages where a new record, attempt and outcome are
-// inserted. It costs a few dozen page reads whatever the ledger's size, most
-// of them pages the run reads next anyway. The rest of a large table is
-// checked as a run reads it (its key's path), and whole by idem check.
-const pageCheckSQL = `SELECT
+// headSQL and headFrom read the ledger's head: its identity, schema
+// version, number of schema objects and page size, in one statement, so
+// one snapshot: another idem may be initialising the file right now, and
+// separate reads could see its schema without its version and call the
+// file foreign.
+const (
+	headSQL  = `SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size`
+	headFrom = ` FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`
+)
+
+// pageCheckColumns read what every run and replay of the ledger depends
+// on beyond its own record: the one-page tables (the token counter and
+// mark, the totals, the run guard's secret), checked whole, and the root
+// and rightmost path of every other b-tree, which SQLite checks as it
+// reads them (with cell_size_check): the pages where a new record,
+// attempt and outcome are inserted. It costs a few dozen page reads
+// whatever the ledger's size, most of them pages the run reads next
+// anyway. The rest of a large table is checked as a run reads it (its
+// key's path), and whole by idem check.
+const pageCheckColumns = `
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('counters')),
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('token_mark')),
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('totals')),
@@ -174,25 +190,47 @@ const pageCheckSQL = `SELECT
 	(SELECT max(rowid) FROM outputs), (SELECT max(key) FROM outputs),
 	(SELECT max(grp) FROM last_success)`
 
+// pageChecks receives pageCheckColumns: quick_check's answers for the
+// tables checked whole, and the values read from the others, which only
+// the reading checks.
+type pageChecks struct {
+	whole [4]string
+	read  [10]any
+}
+
+func (p *pageChecks) dest() []any {
+	d := make([]any, 0, len(p.whole)+len(p.read))
+	for i := range p.whole {
+		d = append(d, &p.whole[i])
+	}
+	for i := range p.read {
+		d = append(d, &p.read[i])
+	}
+	return d
+}
+
+// problem is what quick_check found in the first table it did not call
+// ok, with that table's name; "" when every one is.
+func (p *pageChecks) problem() string {
+	tables := [len(p.whole)]string{"counters", "token_mark", "totals", "run_guard"}
+	for i, c := range p.whole {
+		if c != "ok" {
+			return "table " + tables[i] + ": " + strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(c, "*** in database main ***", ""), "\n", " "))
+		}
+	}
+	return ""
+}
+
 // checkPages refuses, before anything is written, a ledger whose pages
-// that every run depends on are damaged (see pageCheckSQL): SQLite reports
-// a damaged page only when it reads it, and a run writes to pages it has
-// not read (the totals) or reads only after its command ran (the outcome's
-// index entries).
+// that every run depends on are damaged (see pageCheckColumns): SQLite
+// reports a damaged page only when it reads it, and a run writes to pages
+// it has not read (the totals) or reads only after its command ran (the
+// outcome's index entries).
 func (s *Ledger) checkPages(ctx context.Context) error {
-	whole := []string{"counters", "token_mark", "totals", "run_guard"}
-	checks := make([]string, len(whole))
-	var dest []any
-	for i := range checks {
-		dest = append(dest, &checks[i])
-	}
-	for range 10 {
-		dest = append(dest, new(any))
-	}
-	read := func() error { return s.conn.QueryRowContext(ctx, pageCheckSQL).Scan(dest...) }
-	sound := func() bool { return !slices.ContainsFunc(checks, func(c string) bool { return c != "ok" }) }
+	var pc pageChecks
+	read := func() error { return s.conn.QueryRowContext(ctx, `SELECT `+pageCheckColumns).Scan(pc.dest()...) }
 	err := read()
-	if (isReadFault(err) || err == nil && !sound()) && ctx.Err() == nil {
+	if (isReadFault(err) || err == nil && pc.problem() != "") && ctx.Err() == nil {
 		// One transient EIO reads as a damaged page (quick_check reports
 		// it as a problem): read once more before calling it corrupt.
 		err = read()
@@ -200,12 +238,9 @@ func (s *Ledger) checkPages(ctx context.Context) error {
 	if err != nil {
 		return storeErr("open", s.path, err)
 	}
-	for i, table := range whole {
-		if checks[i] != "ok" {
-			problem := strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(checks[i], "*** in database main ***", ""), "\n", " "))
-			return &ledger.StoreError{Op: "open", Path: s.path,
-				Err: fmt.Errorf("the database is corrupt (table %s: %s)", table, problem), Hint: corruptHint}
-		}
+	if problem := pc.problem(); problem != "" {
+		return &ledger.StoreError{Op: "open", Path: s.path,
+			Err: fmt.Errorf("the database is corrupt (%s)", problem), Hint: corruptHint}
 	}
 	return nil
 }

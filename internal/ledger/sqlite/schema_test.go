@@ -157,3 +157,61 @@ func TestSQLiteMigratesForward(t *testing.T) {
 		t.Fatalf("the refused ledger was altered")
 	}
 }
+
+// TestDamageOnlyQuickCheckSees: a one-page table whose page reads well
+// but whose free space is misreported (its fragmented-bytes count one
+// higher: a write there would corrupt it further) is refused by a
+// writer's open as corrupt, naming the table, and the file is left as it
+// was; a reader's open, which writes nothing, does not check the pages.
+func TestDamageOnlyQuickCheckSees(t *testing.T) {
+	dir := t.TempDir()
+	pristine := filepath.Join(dir, "pristine.db")
+	l, err := sqlite.Open(context.Background(), pristine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db := rawDB(t, pristine)
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]int64{}
+	for _, table := range []string{"counters", "token_mark", "totals", "run_guard"} {
+		var root int64
+		if err := db.QueryRow(`SELECT rootpage FROM sqlite_schema WHERE name = ?`, table).Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		roots[table] = root
+	}
+	db.Close()
+	clean, err := os.ReadFile(pristine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for table, root := range roots {
+		t.Run(table, func(t *testing.T) {
+			path := filepath.Join(dir, table+".db")
+			b := bytes.Clone(clean)
+			b[(root-1)*4096+7]++ // the page header's count of fragmented free bytes
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l, err := sqlite.Open(context.Background(), path)
+			if err == nil {
+				l.Close()
+				t.Fatalf("open of a ledger whose %s page misreports its free space: no error", table)
+			}
+			if want := "the database is corrupt (table " + table + ": "; !strings.Contains(err.Error(), want) {
+				t.Errorf("open: %v; want %q", err, want)
+			}
+			if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, b) {
+				t.Errorf("the refused ledger's file changed (%v)", err)
+			}
+			r, err := sqlite.OpenWith(context.Background(), path, ledger.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatalf("read-only open: %v", err)
+			}
+			r.Close()
+		})
+	}
+}
