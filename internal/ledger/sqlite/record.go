@@ -103,7 +103,7 @@ func readOutput(ctx context.Context, q querier, rec *ledger.Record) error {
 	err := q.QueryRowContext(ctx, `SELECT coalesce(stdout, x''), coalesce(stderr, x'') FROM outputs WHERE key = ?`, rec.Key).
 		Scan(&rec.Stdout, &rec.Stderr)
 	if errors.Is(err, sql.ErrNoRows) {
-		rec.Stdout, rec.Stderr = []byte{}, []byte{}
+		rec.Stdout, rec.Stderr = nil, nil // as an empty blob reads
 		return nil
 	}
 	return err

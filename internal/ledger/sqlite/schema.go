@@ -55,7 +55,8 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		return storeErr("open", s.path, err)
 	}
 	var appID, version, objects, pageSize int64
-	head := []any{&appID, &version, &objects, &pageSize}
+	var mode string
+	head := []any{&appID, &version, &objects, &pageSize, &mode}
 	// A writer first reads the head and checks the pages (see
 	// checkPages) in one statement: a statement fewer for a ledger that
 	// is sound and current, as every run's and replay's is. Anything else
@@ -83,6 +84,16 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	switch {
 	case isIdemID(uint32(appID)) && version > 0:
 		s.setID(uint32(appID))
+		if !readOnly && mode != "wal" {
+			// Another program put the file in rollback mode after open
+			// read its header (a backup copied over it, a
+			// journal_mode=DELETE): as for a restored backup, switch it
+			// before anything is written, so that no reader blocks a
+			// run's commit.
+			if err := s.switchToWAL(ctx, "open"); err != nil {
+				return err
+			}
+		}
 		pending, err := ledger.PlanSchema(decodeVersions(version), migrations, readOnly)
 		if err != nil {
 			return s.schemaErr(err)
@@ -160,13 +171,13 @@ func (s *Ledger) checkSize(pageSize int64) error {
 const corruptHint = "see idem check; restore it from a backup made with idem backup: with no idem running, remove the ledger's -wal and -shm and copy the backup over it; or move it aside to start a new one (its keys then run again)"
 
 // headSQL and headFrom read the ledger's head: its identity, schema
-// version, number of schema objects and page size, in one statement, so
-// one snapshot: another idem may be initialising the file right now, and
-// separate reads could see its schema without its version and call the
-// file foreign.
+// version, number of schema objects, page size and the connection's
+// journal mode, in one statement, so one snapshot: another idem may be
+// initialising the file right now, and separate reads could see its
+// schema without its version and call the file foreign.
 const (
-	headSQL  = `SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size`
-	headFrom = ` FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p`
+	headSQL  = `SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema), p.page_size, j.journal_mode`
+	headFrom = ` FROM pragma_application_id() a, pragma_user_version() v, pragma_page_size() p, pragma_journal_mode() j`
 )
 
 // pageCheckColumns read what every run and replay of the ledger depends

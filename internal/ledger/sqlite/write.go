@@ -93,7 +93,8 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(co
 // Only its BEGIN IMMEDIATE, which waits for the write lock, watches ctx:
 // a deadline or a cancellation ends that wait (SQLite's busy handler
 // sees it). The statements after it, and the COMMIT, hold the lock and
-// wait for nobody (every ledger a write opens is in WAL mode, see open),
+// wait for nobody (a writer's open puts the ledger in WAL mode, where a
+// COMMIT waits for no reader: see checkSchema),
 // so fn gets ctx without its end: an interruption halfway would only
 // throw away a transaction about to land, and the fencing in each
 // statement, not the caller's deadline, keeps a late one safe. Watching

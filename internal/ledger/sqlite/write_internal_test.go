@@ -139,3 +139,64 @@ func TestWriteRollsBack(t *testing.T) {
 		t.Errorf("counter %d after one write from %d", got, before)
 	}
 }
+
+// TestWriterSwitchesRollbackConnection: a writer whose connection finds
+// the ledger in rollback mode (another program switched it after open read
+// the file's header) switches it to WAL before anything is written, so
+// that a reader's transaction does not hold up the writer's commits: a
+// write with a deadline lands while another connection reads.
+func TestWriterSwitchesRollbackConnection(t *testing.T) {
+	bg := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := Open(bg, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var mode string
+	if err := raw.QueryRow(`PRAGMA journal_mode = DELETE`).Scan(&mode); err != nil || mode != "delete" {
+		t.Fatalf("journal_mode = DELETE: %q, %v", mode, err)
+	}
+	// open's own switch, from the header it read, is not what is tested:
+	// the connection is made as open makes it, and its check runs.
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Ledger{path: path, real: path, db: db, conn: conn, Now: time.Now, bootID: "test"}
+	defer s.Close()
+	if err := s.checkSchema(bg, migrations, false); err != nil {
+		t.Fatalf("checkSchema: %v", err)
+	}
+	if err := s.conn.QueryRowContext(bg, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("the writer's journal mode after its check: %q, %v; want wal", mode, err)
+	}
+	reader, err := raw.Conn(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.ExecContext(bg, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(bg, `SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	if err := s.write(ctx, "test", bump); err != nil {
+		t.Errorf("a write while another connection reads: %v", err)
+	}
+	reader.ExecContext(bg, `ROLLBACK`)
+}
