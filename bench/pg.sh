@@ -23,6 +23,14 @@ n=${N:-200}
 CGO_ENABLED=0 go build -o "$out/idem" .
 CGO_ENABLED=0 go build -o "$out/idem-net" ./cmd/idem-net # idem hands it the PostgreSQL ledger
 go build -o "$out/timeit" ./bench/cmd/timeit
+# As in bench/run.sh: every measured program is written once more by cp,
+# so that all have the same history in the page cache.
+for p in idem idem-net; do
+	cp "$out/$p" "$out/$p.copy" && mv "$out/$p.copy" "$out/$p"
+done
+if [ -n "${BASE:-}" ]; then
+	cp "$BASE" "$out/idem-pg-base" && BASE=$out/idem-pg-base
+fi
 idem=$out/idem
 db=$work/pg-bench.db
 export NO_COLOR=1 IDEM_LEDGER_SCHEMA=idem_bench
