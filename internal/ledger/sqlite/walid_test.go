@@ -17,12 +17,7 @@ import (
 // left open: closing would checkpoint it away).
 func walImage(t testing.TB, n int) (uint32, []byte) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, path := newLedger(t)
 	for i := range n {
 		err := l.write(context.Background(), "test", func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `UPDATE counters SET value = value WHERE name = ?`, i)

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// openForWrites opens a new ledger and a second connection to its file,
-// as another process would have.
-func openForWrites(t *testing.T) (*Ledger, *sql.Conn) {
+// newLedger opens a new ledger in the test's directory, closed when the
+// test ends, and returns it with its path.
+func newLedger(t testing.TB) (*Ledger, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := Open(context.Background(), path)
@@ -19,6 +19,14 @@ func openForWrites(t *testing.T) (*Ledger, *sql.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+// openForWrites opens a new ledger and a second connection to its file,
+// as another process would have.
+func openForWrites(t *testing.T) (*Ledger, *sql.Conn) {
+	t.Helper()
+	l, path := newLedger(t)
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
