@@ -59,13 +59,14 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	head := []any{&appID, &version, &objects, &pageSize, &mode}
 	// A writer first reads the head and checks the pages (see
 	// checkPages) in one statement: a statement fewer for a ledger that
-	// is sound and current, as every run's and replay's is. Anything else
-	// (a statement that fails, a damaged page, a ledger to migrate or
-	// another file) takes the path below, as if this read had not been.
+	// is sound and current, as every run's and replay's is. A statement
+	// that fails (another file, an older schema, a damaged page) or a
+	// problem found takes the two reads below, as if this one had not
+	// been; a ledger it migrates has its pages checked again after.
 	var pc pageChecks
 	checked := !readOnly && s.conn.QueryRowContext(ctx, headSQL+`, `+pageCheckColumns+headFrom).
 		Scan(append(head, pc.dest()...)...) == nil && pc.problem() == ""
-	err := error(nil)
+	var err error
 	if !checked {
 		read := func() error { return s.conn.QueryRowContext(ctx, headSQL+headFrom).Scan(head...) }
 		err = read()
