@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +33,7 @@ func plan(t *testing.T, l *Ledger, q string, args []any) string {
 // starts at the cursor, and needs no sort, whatever the filter; a prefix
 // is a range of keys (sorted: it is few records) unless it is dense.
 func TestListingPlans(t *testing.T) {
-	l, err := Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, _ := newLedger(t)
 	after := &ledger.Cursor{Outcome: time.Now(), Seq: 10}
 	failed := []ledger.Status{ledger.StatusFailed}
 	for _, tc := range []struct {
@@ -101,11 +96,7 @@ func TestListingPlans(t *testing.T) {
 // (most match).
 func TestPurgePlans(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, _ := newLedger(t)
 	// Succeeded records enough to make that status dense.
 	if _, err := l.conn.ExecContext(ctx, `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
 		INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token, created_ms, started_ms, updated_ms, finished_ms)

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,11 +15,7 @@ import (
 // not the guard as the reservation read it.
 func TestRunGuardAfterReservation(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, _ := newLedger(t)
 	reserve := func(key string) {
 		t.Helper()
 		r, err := l.Reserve(ctx, ledger.ReserveRequest{Key: key, Fingerprint: "sha256:guard",
