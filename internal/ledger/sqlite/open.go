@@ -171,15 +171,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	}
 	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64()),
 		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
-	if !opts.ReadOnly && f.rollbackMode() && f.isLedger() {
-		// A restored backup (VACUUM INTO writes rollback mode): without
-		// WAL, a reader's open transaction would block every run.
-		err = s.switchToWAL(ctx, "open")
-	}
-	if err == nil {
-		err = s.checkSchema(ctx, migrations, opts.ReadOnly)
-	}
-	if err != nil {
+	if err = s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		s.Close()
 		return nil, err
 	}

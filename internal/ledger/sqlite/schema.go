@@ -86,11 +86,11 @@ func (s *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	case isIdemID(uint32(appID)) && version > 0:
 		s.setID(uint32(appID))
 		if !readOnly && mode != "wal" {
-			// Another program put the file in rollback mode after open
-			// read its header (a backup copied over it, a
-			// journal_mode=DELETE): as for a restored backup, switch it
-			// before anything is written, so that no reader blocks a
-			// run's commit.
+			// A restored backup (VACUUM INTO writes rollback mode), or a
+			// file another program switched (a journal_mode=DELETE, a
+			// backup copied over it while idem opened it): without WAL,
+			// a reader's open transaction would block every run's
+			// commit. Switch before anything is written.
 			if err := s.switchToWAL(ctx, "open"); err != nil {
 				return err
 			}
