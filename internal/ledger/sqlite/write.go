@@ -94,10 +94,10 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(co
 // a deadline or a cancellation ends that wait (SQLite's busy handler
 // sees it). The statements after it, and the COMMIT, hold the lock and
 // wait for nobody (a writer's open puts the ledger in WAL mode, where a
-// COMMIT waits for no reader: see checkSchema),
-// so fn gets ctx without its end: an interruption halfway would only
-// throw away a transaction about to land, and the fencing in each
-// statement, not the caller's deadline, keeps a late one safe. Watching
+// COMMIT waits for no reader: see checkSchema), so fn gets ctx without
+// its end: an interruption halfway would only throw away a transaction
+// about to land, and the fencing in each statement, not the caller's
+// deadline, keeps a late one safe. Watching
 // ctx costs a goroutine a statement (the driver's), and one a query in a
 // *sql.Tx begun with ctx (database/sql's): 16 of the 33 goroutines a run
 // started. That is why the transaction is the connection's own BEGIN and
