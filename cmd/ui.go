@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +40,7 @@ type ui struct {
 
 func newUI(a *app) *ui {
 	on := a.colorOn(a.stderr)
-	return &ui{w: a.stderr, errTag: newStyle(on, boldRed), hint: newStyle(on, yellow)}
+	return &ui{w: a.stderr, errTag: newStyle(on, boldRed, resetBold), hint: newStyle(on, yellow, reset)}
 }
 
 // A style colours text with SGR escapes when colour is on: its codes
@@ -50,20 +49,21 @@ func newUI(a *app) *ui {
 // probes the terminal in every process, a run's and a replay's too.
 type style struct{ start, end string }
 
-// The codes of the colours idem uses, and of their ends.
+// The SGR codes of the colours idem uses, and of their ends.
 const (
-	boldRed = "31;1|0;22"
-	green   = "32|0"
-	yellow  = "33|0"
-	cyan    = "36|0"
+	boldRed   = "31;1"
+	green     = "32"
+	yellow    = "33"
+	cyan      = "36"
+	reset     = "0"
+	resetBold = "0;22"
 )
 
-func newStyle(on bool, codes string) style {
+func newStyle(on bool, codes, ends string) style {
 	if !on {
 		return style{}
 	}
-	start, end, _ := strings.Cut(codes, "|")
-	return style{start: "\x1b[" + start + "m", end: "\x1b[" + end + "m"}
+	return style{start: "\x1b[" + codes + "m", end: "\x1b[" + ends + "m"}
 }
 
 func (s style) paint(text string) string {
@@ -157,10 +157,10 @@ func isTerminal(f *os.File) bool {
 func statusPainter(a *app) func(ledger.Status, string) string {
 	on := a.colorOn(a.stdout)
 	styles := map[ledger.Status]style{
-		ledger.StatusSucceeded:  newStyle(on, green),
-		ledger.StatusFailed:     newStyle(on, boldRed),
-		ledger.StatusRetryable:  newStyle(on, yellow),
-		ledger.StatusInProgress: newStyle(on, cyan),
+		ledger.StatusSucceeded:  newStyle(on, green, reset),
+		ledger.StatusFailed:     newStyle(on, boldRed, resetBold),
+		ledger.StatusRetryable:  newStyle(on, yellow, reset),
+		ledger.StatusInProgress: newStyle(on, cyan, reset),
 	}
 	return func(s ledger.Status, text string) string {
 		return styles[s].paint(text)
