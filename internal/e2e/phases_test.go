@@ -60,14 +60,17 @@ func TestPhasePoints(t *testing.T) {
 	floor := buildTagged(t, "phases", "./bench/cmd/floor")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ledger.db")
-	run := []string{"main", "parsed", "opened", "before-reserve", "after-reserve",
-		"after-claim", "after-child-start", "after-child-exit", "before-finish", "after-finish", "exit"}
+	// The open's three steps: the files beside the ledger checked, SQLite
+	// connected, the head and pages checked.
+	open := []string{"ledger-files", "ledger-connected", "ledger-checked", "opened"}
+	run := slices.Concat([]string{"main", "parsed"}, open, []string{"before-reserve", "after-reserve",
+		"after-claim", "after-child-start", "after-child-exit", "before-finish", "after-finish", "exit"})
 
 	got := points(t, idem, "--ledger", db, "run", "--key", "phase-points", "--", "true")
 	if !slices.Equal(got, run) {
 		t.Errorf("points of a run:\n got %q\nwant %q", got, run)
 	}
-	replay := []string{"main", "parsed", "opened", "before-reserve", "after-reserve", "exit"}
+	replay := slices.Concat([]string{"main", "parsed"}, open, []string{"before-reserve", "after-reserve", "exit"})
 	if got := points(t, idem, "--ledger", db, "run", "--key", "phase-points", "--", "true"); !slices.Equal(got, replay) {
 		t.Errorf("points of a replay:\n got %q\nwant %q", got, replay)
 	}

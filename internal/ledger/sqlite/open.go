@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/probe"
 )
 
 // busyTimeout is how long SQLite itself waits for the write lock; busyRetries
@@ -140,6 +141,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	if err != nil {
 		return nil, err
 	}
+	probe.At("ledger-files")
 	d := dsn(abs, opts.ReadOnly)
 	if opts.ReadOnly {
 		// A reader may not be able to create -wal and -shm (a directory it
@@ -169,12 +171,14 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		db.Close()
 		return nil, storeErr("open", abs, err)
 	}
+	probe.At("ledger-connected")
 	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64()),
 		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
 	if err = s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
 		s.Close()
 		return nil, err
 	}
+	probe.At("ledger-checked")
 	if opts.ReadOnly {
 		return s, nil
 	}
