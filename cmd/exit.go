@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 
@@ -212,29 +213,28 @@ type exitLine struct {
 	meaning string
 }
 
-// exitSection is a subcommand's help template: cobra's default followed by
-// the codes the subcommand exits with.
-func exitSection(lines ...exitLine) string {
-	var b strings.Builder
-	b.WriteString(helpTemplate())
-	b.WriteString("\nEXIT STATUS\n")
-	for _, l := range lines {
-		fmt.Fprintf(&b, "%4d  %s\n", l.code, l.meaning)
+// exitSection is a subcommand's EXIT STATUS section: the codes it exits
+// with (see helpSection).
+func exitSection(lines ...exitLine) func() string {
+	return func() string {
+		var b strings.Builder
+		b.WriteString("\nEXIT STATUS\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "%4d  %s\n", l.code, l.meaning)
+		}
+		return b.String()
 	}
-	return b.String()
 }
 
-// lazyHelpTemplate gives c the help template tmpl returns, built when help
-// is shown rather than at every start of idem: a run does not pay for its
-// help. The commands below c that have no template of their own get it
-// too.
-func lazyHelpTemplate(c *cobra.Command, tmpl func() string) {
+// helpSection makes c's help cobra's own followed by the text section
+// returns, built when help is shown rather than at every start of idem: a
+// run does not pay for its help. cobra writes its own help without a
+// template (text/template) as long as no command sets one. The commands
+// below c that have no help of their own get c's.
+func helpSection(c *cobra.Command, section func() string) {
 	help := c.HelpFunc()
 	c.SetHelpFunc(func(shown *cobra.Command, args []string) {
-		c.SetHelpTemplate(tmpl())
 		help(shown, args)
+		io.WriteString(shown.OutOrStdout(), section())
 	})
 }
-
-// helpTemplate is cobra's default; each command appends its EXIT STATUS.
-func helpTemplate() string { return (&cobra.Command{}).HelpTemplate() }

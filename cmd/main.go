@@ -226,7 +226,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else ledger.db in $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/idem/ledger.db, else ~/.local/state/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
-	lazyHelpTemplate(root, func() string { return helpTemplate() + exitStatusHelp() })
+	helpSection(root, exitStatusHelp)
 	if name := invoked(args); name != "" {
 		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true
