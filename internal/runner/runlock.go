@@ -179,12 +179,22 @@ func (inv *invocation) openLock(ctx context.Context) error {
 func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
 	r, g := inv.r, inv.guard
 	if r.Procs != nil {
-		old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno, g.File)
-		if err != nil {
-			return nil, lockErr(r.LockPath, err)
-		}
-		if old != nil {
-			return old, nil
+		// A holder can fork, its child inheriting the file, and exit
+		// while a scan reads /proc (a leftover that daemonizes does just
+		// this): the child is neither in the list the scan read nor
+		// among the holder's descriptors. Only a second scan, a poll
+		// later, that finds none says that no process here has the file.
+		for scan := 0; scan < 2; scan++ {
+			if scan > 0 {
+				<-r.Clock.After(groupPoll)
+			}
+			old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno, g.File)
+			if err != nil {
+				return nil, lockErr(r.LockPath, err)
+			}
+			if old != nil {
+				return old, nil
+			}
 		}
 	}
 	lf, err := procs.OpenLock(r.LockPath, true, r.TrustedUIDs...)

@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/runner/procs"
+)
+
+// missingScans is the real Finder, whose first misses scans of /proc for
+// a run lock file's holders find none: a holder that forked, its child
+// inheriting the file, and exited while the scan read (a leftover that
+// daemonizes), so that the child is in neither what the scan listed nor
+// the holder's descriptors.
+type missingScans struct {
+	procs.Finder
+	misses, scans int
+}
+
+func (f *missingScans) Reopen(path string, dev, ino uint64, mark string) (*procs.LockFile, error) {
+	f.scans++
+	if f.scans <= f.misses {
+		return nil, nil
+	}
+	return f.Finder.Reopen(path, dev, ino, mark)
+}
+
+// binds records the files a ledger is bound to.
+type binds struct{ inos []uint64 }
+
+func (b *binds) RunGuard(context.Context) (ledger.RunGuard, error) { return ledger.RunGuard{}, nil }
+func (b *binds) BindRunLock(_ context.Context, _, ino uint64) error {
+	b.inos = append(b.inos, ino)
+	return nil
+}
+
+// TestRebindScansTwice: the run lock file the ledger is bound to was
+// deleted while a process (sleep, its environment cleared: only its
+// descriptor tells) still holds a key's byte of it. A first scan that
+// misses the holder does not get the ledger bound to a new file beside
+// it, where the next run would find the key free: the second scan, a
+// poll later, finds it and rebind reopens the old file through it. Two
+// scans that miss it (the holder gone) bind a new file.
+func TestRebindScansTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db.runlock")
+	lf, err := procs.OpenLock(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, held, err := lf.Lock("evt:key-1")
+	if err != nil || held {
+		t.Fatalf("Lock: %v, held %v", err, held)
+	}
+	holder := exec.Command("sleep", "30")
+	holder.Env = []string{}
+	holder.ExtraFiles = []*os.File{f}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	f.Close()
+	lf.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	rebind := func(misses int) (*procs.LockFile, *missingScans, *binds) {
+		t.Helper()
+		finder := &missingScans{Finder: procs.New(), misses: misses}
+		inv := &invocation{r: &Runner{Procs: finder, LockPath: path, Clock: SystemClock{}},
+			guard: ledger.RunGuard{LockDev: lf.Dev, LockIno: lf.Ino}}
+		b := &binds{}
+		got, err := inv.rebind(context.Background(), b)
+		if err != nil {
+			t.Fatalf("rebind: %v", err)
+		}
+		t.Cleanup(func() { got.Close() })
+		return got, finder, b
+	}
+
+	got, finder, b := rebind(1)
+	if got.Dev != lf.Dev || got.Ino != lf.Ino || len(b.inos) != 0 {
+		t.Fatalf("first scan missed the holder: rebind gave %d/%d and bound %v; want the deleted file %d/%d, nothing bound",
+			got.Dev, got.Ino, b.inos, lf.Dev, lf.Ino)
+	}
+	if _, held, _ := got.Lock("evt:key-1"); !held {
+		t.Errorf("the key's byte of the reopened file is free while the holder holds it")
+	}
+	if finder.scans != 2 {
+		t.Errorf("%d scans, want 2", finder.scans)
+	}
+
+	holder.Process.Kill()
+	holder.Wait()
+	got, finder, b = rebind(0)
+	if got.Ino == lf.Ino || len(b.inos) != 1 || b.inos[0] != got.Ino {
+		t.Errorf("no holder left: rebind gave inode %d and bound %v; want a new file, bound", got.Ino, b.inos)
+	}
+	if finder.scans != 2 {
+		t.Errorf("%d scans before a new file, want 2", finder.scans)
+	}
+}
