@@ -46,7 +46,7 @@ the schema idem, or the server's backups); idem backup refuses it (64).`,
 			return runBackup(c.Context(), a, args[0])
 		},
 	}
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "the copy was written"},
 		exitLine{exitcode.Usage, "bad arguments, or a PostgreSQL ledger (use its own tools)"},
 		exitLine{exitcode.IOErr, "the ledger could not be read, or DEST exists or could not be written"},

@@ -40,7 +40,7 @@ database's pages are the server's to check (data checksums, pg_amcheck).`,
 			return runCheck(c.Context(), a)
 		},
 	}
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "no damage found"},
 		exitLine{exitcode.Usage, "bad arguments"},
 		exitLine{exitcode.IOErr, "the ledger is damaged, missing, or could not be opened or read"},

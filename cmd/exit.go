@@ -230,11 +230,33 @@ func exitSection(lines ...exitLine) func() string {
 // returns, built when help is shown rather than at every start of idem: a
 // run does not pay for its help. cobra writes its own help without a
 // template (text/template) as long as no command sets one. The commands
-// below c that have no help of their own get c's.
-func helpSection(c *cobra.Command, section func() string) {
+// below c that have no help of their own get c's. A help func returns no
+// error: a failed write is kept in a.helpErr, for main to report.
+func helpSection(a *app, c *cobra.Command, section func() string) {
 	help := c.HelpFunc()
 	c.SetHelpFunc(func(shown *cobra.Command, args []string) {
+		out := shown.OutOrStdout()
+		w := &errWriter{w: out}
+		shown.SetOut(w)
 		help(shown, args)
-		io.WriteString(shown.OutOrStdout(), section())
+		io.WriteString(w, section())
+		shown.SetOut(out)
+		if a.helpErr == nil {
+			a.helpErr = w.err
+		}
 	})
+}
+
+// errWriter passes writes on to w and keeps the first error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if e.err == nil {
+		e.err = err
+	}
+	return n, err
 }

@@ -94,7 +94,7 @@ in docs/operators.md and stay stable.`,
 	f.StringVar(&o.times, "time", "utc", "show times in utc or local (the TZ variable's zone)")
 	f.IntVar(&o.pageSize, "page-size", 0, "records read per query (default 1000)")
 	f.MarkHidden("page-size")
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "listed, or shown"},
 		exitLine{exitcode.NoRecord, "no record for KEY (or, with --stdout/--stderr, no stored output)"},
 		exitLine{exitcode.Usage, "usage: bad flag, status, prefix or key"},

@@ -82,7 +82,7 @@ Put '--' before parts that start with '-'.`,
 	c.Flags().StringVar(&per.unit, "period", "", unitHelp)
 	c.Flags().StringVar(&per.tz, "tz", "", tzHelp)
 	c.Flags().StringVar(&per.at, "at", "", "the instant whose period --period names, in RFC 3339 (2026-12-03T14:00:00Z); default now")
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "printed the key"},
 		exitLine{exitcode.Usage, "usage: no PART, or an empty one; a bad --period, --tz or --at"},
 	))

@@ -54,6 +54,8 @@ type app struct {
 	colorFlag  string
 
 	ui *ui
+	// helpErr is the first failed write of help text (see helpSection).
+	helpErr error
 }
 
 // newApp is the app of a process: its streams, arguments, environment and
@@ -86,6 +88,8 @@ func (a *app) main(ctx context.Context, args []string) int {
 	c, err := root.ExecuteContextC(ctx)
 	var st exitStatus
 	switch {
+	case err == nil && a.helpErr != nil:
+		err = &exitError{code: exitcode.IOErr, msg: "write the help: " + a.helpErr.Error()}
 	case err == nil:
 		return exitcode.OK
 	case errors.As(err, &st):
@@ -226,7 +230,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.ledgerFlag, "ledger", "", "ledger file, or a PostgreSQL DSN for a shared one: postgres://USER@HOST:PORT/DATABASE or 'host=HOST dbname=DATABASE user=USER' (default $IDEM_LEDGER, else ledger.db in $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/idem/ledger.db, else ~/.local/state/idem/ledger.db)")
 	pf.StringVar(&a.colorFlag, "color", "auto", "colour idem's messages: auto, always or never")
-	helpSection(root, exitStatusHelp)
+	helpSection(a, root, exitStatusHelp)
 	if name := invoked(args); name != "" {
 		root.AddCommand(subcommand(name)(a))
 		root.CompletionOptions.DisableDefaultCmd = true

@@ -76,7 +76,7 @@ ledger's totals when it is purged or expires, so no counter goes down.`,
 	f.StringVar(&o.separator, "group-separator", ":", "a key's group is the key up to its first SEPARATOR")
 	f.IntVar(&o.maxGroups, "max-groups", ledger.DefaultMaxGroups, "report at most this many groups one by one; the rest as group \"other\"")
 	f.StringArrayVar(&o.labels, "label", nil, "add NAME=VALUE to every series (repeatable); ledger=NAME replaces the default ledger label, ledger= drops it")
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "printed, or written"},
 		exitLine{exitcode.Usage, "usage: bad flag"},
 		exitLine{exitcode.IOErr, "ledger cannot be opened or read, or the text file cannot be written"},

@@ -87,7 +87,7 @@ the ledger while it runs). Keys of removed records go to stdout with
 	f.BoolVarP(&o.dryRun, "dry-run", "n", false, "list the keys that would go; remove nothing")
 	f.BoolVar(&o.vacuum, "vacuum", false, "compact the ledger afterwards")
 	f.Lookup("older-than").DefValue = "0" // no "(default 0s)" in the help
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "removed what was selected (or, with --dry-run, listed it)"},
 		exitLine{exitcode.Usage, "usage: nothing selected, bad flag, status, prefix or key"},
 		exitLine{exitcode.IOErr, "ledger cannot be opened, read or written"},

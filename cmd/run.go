@@ -148,7 +148,7 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.StringVar(&o.period.unit, "period", "", unitHelp)
 	f.StringVar(&o.period.tz, "tz", "", tzHelp)
 	f.StringVar(&o.ping, "ping", "", "send healthchecks.io pings to URL ({key} and {group} replaced): /start, then the exit status of the key's outcome, or /log for an attempt left to be retried; none for a replay (default $IDEM_PING_URL, which ps does not show)")
-	helpSection(c, func() string { return detailsHelp(runDetails()) + runExitStatusHelp() })
+	helpSection(a, c, func() string { return detailsHelp(runDetails()) + runExitStatusHelp() })
 	return c
 }
 

@@ -54,7 +54,7 @@ digits and _); every host of a fleet must use the same.`,
 	f.SortFlags = false
 	f.BoolVar(&o.apply, "apply", false, "create or migrate the schema in the ledger's database, as the connecting role")
 	f.StringArrayVar(&o.grants, "grant", nil, "grant ROLE what a runtime role needs (repeatable)")
-	helpSection(c, exitSection(
+	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "printed the SQL, or the schema is at this idem's version"},
 		exitLine{exitcode.Usage, "bad arguments, an empty ROLE, a bad IDEM_LEDGER_SCHEMA, or --apply on a SQLite ledger"},
 		exitLine{exitcode.IOErr, "--apply could not connect, create, migrate or grant"},
