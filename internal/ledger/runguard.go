@@ -25,6 +25,9 @@ type RunGuard struct {
 type RunGuarder interface {
 	// RunGuard reads the ledger's guard.
 	RunGuard(ctx context.Context) (RunGuard, error)
-	// BindRunLock binds the ledger to the run lock file dev/ino.
-	BindRunLock(ctx context.Context, dev, ino uint64) error
+	// BindRunLock binds the ledger to the run lock file dev/ino if it is
+	// still bound to oldDev/oldIno (both 0: to none), and reports whether
+	// it did. False: another run bound another file since the caller read
+	// the guard; RunGuard reads which.
+	BindRunLock(ctx context.Context, oldDev, oldIno, dev, ino uint64) (bool, error)
 }

@@ -121,51 +121,91 @@ func lockErr(path string, err error) error {
 		Hint: "check the permissions of the directory beside the ledger"}
 }
 
+// bindTries bounds how often openLock reads the guard again after
+// another run bound the ledger to another run lock file first.
+const bindTries = 3
+
 // openLock opens the run lock file (inv.lockFile; nil: none) the ledger
 // is bound to (ledger.RunGuard). A bound file whose path no longer leads
 // to it (deleted, or replaced) is not given up while a process here still
 // has it open, as a run's leftovers may hold it: idem keeps locking on
 // that file (rebind). Otherwise the ledger is bound to the file found, or
-// created. A file untouched for touchAfter gets its times set to now.
+// created. The guard the reservation read may be out of date by now:
+// another run may have bound the ledger to another file meanwhile, whose
+// leftovers a binding over it would hide from every later run. So a
+// binding is made only over the file the guard names
+// (ledger.RunGuarder.BindRunLock), and when another run's came first,
+// openLock reads the guard again and starts over. A file untouched for
+// touchAfter gets its times set to now.
 func (inv *invocation) openLock(ctx context.Context) error {
-	r, g := inv.r, inv.guard
+	r := inv.r
 	if r.LockPath == "" {
 		return nil
 	}
+	for try := 1; ; try++ {
+		lf, stale, err := inv.openBoundLock(ctx)
+		if err != nil {
+			return err
+		}
+		if !stale {
+			if lf != nil && r.Clock.Now().Unix()-lf.Mtime >= int64(touchAfter/time.Second) {
+				lf.Touch()
+			}
+			inv.lockFile = lf
+			return nil
+		}
+		if try == bindTries {
+			return lockErr(r.LockPath, errors.New("other runs keep binding the ledger to other run lock files"))
+		}
+		g, err := runGuard(ctx, r.Ledger)
+		if err != nil {
+			return err
+		}
+		inv.guard.LockDev, inv.guard.LockIno = g.LockDev, g.LockIno
+	}
+}
+
+// openBoundLock is one try of openLock: the file to lock on (nil: no
+// lock on this platform), or stale: another run bound the ledger to
+// another file than the guard names.
+func (inv *invocation) openBoundLock(ctx context.Context) (lf *procs.LockFile, stale bool, err error) {
+	r, g := inv.r, inv.guard
 	gr, guarded := r.Ledger.(ledger.RunGuarder)
 	bound := g.LockDev != 0 || g.LockIno != 0
-	lf, err := procs.OpenLock(r.LockPath, !bound, r.TrustedUIDs...)
+	lf, err = procs.OpenLock(r.LockPath, !bound, r.TrustedUIDs...)
 	if err != nil && !(bound && errors.Is(err, fs.ErrNotExist)) {
-		return lockErr(r.LockPath, err)
+		return nil, false, lockErr(r.LockPath, err)
 	}
 	if err == nil && (lf == nil || lf.Dev == 0 && lf.Ino == 0) {
 		if lf != nil {
 			lf.Close()
 		}
-		return nil // no lock on this platform
+		return nil, false, nil // no lock on this platform
 	}
 	if bound && (lf == nil || lf.Dev != g.LockDev || lf.Ino != g.LockIno) {
 		if lf != nil {
 			lf.Close()
 		}
-		if lf, err = inv.rebind(ctx, gr); err != nil {
-			return err
-		}
-	} else if !bound && guarded {
+		return inv.rebind(ctx, gr)
+	}
+	if !bound && guarded {
 		lf.Mark(g.File)
-		cctx, cancel := inv.leaseCtx(ctx)
-		err := gr.BindRunLock(cctx, lf.Dev, lf.Ino)
-		cancel()
-		if err != nil {
-			lf.Close()
-			return err
-		}
+		return inv.bind(ctx, gr, lf)
 	}
-	if r.Clock.Now().Unix()-lf.Mtime >= int64(touchAfter/time.Second) {
-		lf.Touch()
+	return lf, false, nil
+}
+
+// bind binds the ledger to lf over the file the guard names, and returns
+// lf; stale (lf closed): another run bound another file first.
+func (inv *invocation) bind(ctx context.Context, gr ledger.RunGuarder, lf *procs.LockFile) (*procs.LockFile, bool, error) {
+	cctx, cancel := inv.leaseCtx(ctx)
+	ok, err := gr.BindRunLock(cctx, inv.guard.LockDev, inv.guard.LockIno, lf.Dev, lf.Ino)
+	cancel()
+	if err != nil || !ok {
+		lf.Close()
+		return nil, err == nil, err
 	}
-	inv.lockFile = lf
-	return nil
+	return lf, false, nil
 }
 
 // rebind returns the run lock file to use when the one the ledger is
@@ -175,8 +215,8 @@ func (inv *invocation) openLock(ctx context.Context) error {
 // locking on it, so that no run starts beside a leftover it could no
 // longer see. Once none has (or idem cannot look: no Finder), the
 // ledger is bound to a new file at the path, marked as the ledger's
-// (procs.LockFile.Mark).
-func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, error) {
+// (procs.LockFile.Mark), unless another run bound it first (stale).
+func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs.LockFile, bool, error) {
 	r, g := inv.r, inv.guard
 	if r.Procs != nil {
 		// A holder can fork, its child inheriting the file, and exit
@@ -190,24 +230,17 @@ func (inv *invocation) rebind(ctx context.Context, gr ledger.RunGuarder) (*procs
 			}
 			old, err := r.Procs.Reopen(r.LockPath, g.LockDev, g.LockIno, g.File)
 			if err != nil {
-				return nil, lockErr(r.LockPath, err)
+				return nil, false, lockErr(r.LockPath, err)
 			}
 			if old != nil {
-				return old, nil
+				return old, false, nil
 			}
 		}
 	}
 	lf, err := procs.OpenLock(r.LockPath, true, r.TrustedUIDs...)
 	if err != nil {
-		return nil, lockErr(r.LockPath, err)
+		return nil, false, lockErr(r.LockPath, err)
 	}
 	lf.Mark(g.File)
-	cctx, cancel := inv.leaseCtx(ctx)
-	err = gr.BindRunLock(cctx, lf.Dev, lf.Ino)
-	cancel()
-	if err != nil {
-		lf.Close()
-		return nil, err
-	}
-	return lf, nil
+	return inv.bind(ctx, gr, lf)
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner/procs"
@@ -33,9 +34,9 @@ func (f *missingScans) Reopen(path string, dev, ino uint64, mark string) (*procs
 type binds struct{ inos []uint64 }
 
 func (b *binds) RunGuard(context.Context) (ledger.RunGuard, error) { return ledger.RunGuard{}, nil }
-func (b *binds) BindRunLock(_ context.Context, _, ino uint64) error {
+func (b *binds) BindRunLock(_ context.Context, _, _, _, ino uint64) (bool, error) {
 	b.inos = append(b.inos, ino)
-	return nil
+	return true, nil
 }
 
 // TestRebindScansTwice: the run lock file the ledger is bound to was
@@ -73,9 +74,9 @@ func TestRebindScansTwice(t *testing.T) {
 		inv := &invocation{r: &Runner{Procs: finder, LockPath: path, Clock: SystemClock{}},
 			guard: ledger.RunGuard{LockDev: lf.Dev, LockIno: lf.Ino}}
 		b := &binds{}
-		got, err := inv.rebind(context.Background(), b)
-		if err != nil {
-			t.Fatalf("rebind: %v", err)
+		got, stale, err := inv.rebind(context.Background(), b)
+		if err != nil || stale {
+			t.Fatalf("rebind: %v, stale %v", err, stale)
 		}
 		t.Cleanup(func() { got.Close() })
 		return got, finder, b
@@ -101,5 +102,66 @@ func TestRebindScansTwice(t *testing.T) {
 	}
 	if finder.scans != 2 {
 		t.Errorf("%d scans before a new file, want 2", finder.scans)
+	}
+}
+
+// TestOpenLockStaleGuard: a run read the guard (bound to file O) and was
+// held up; meanwhile O was deleted, another run bound the ledger to a new
+// file N, a leftover of that run (sleep, its environment cleared: only its
+// descriptor tells) holds a key's byte of N, and N was deleted too. The
+// held-up run must not bind the ledger to a third file over N, where every
+// later run would find the key free beside the leftover: its binding over
+// O fails, it reads the guard again and locks on N, reopened through the
+// leftover, which holds the key.
+func TestOpenLockStaleGuard(t *testing.T) {
+	ctx := context.Background()
+	l := openLedger(t)
+	path := l.Describe() + ".runlock"
+	bindNew := func(oldDev, oldIno uint64) *procs.LockFile {
+		t.Helper()
+		lf, err := procs.OpenLock(path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := l.BindRunLock(ctx, oldDev, oldIno, lf.Dev, lf.Ino); err != nil || !ok {
+			t.Fatalf("BindRunLock: %v, %v", ok, err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		return lf
+	}
+	o := bindNew(0, 0)
+	defer o.Close() // open, O keeps its inode: N and the file after it get others
+	n := bindNew(o.Dev, o.Ino)
+	f, held, err := n.Lock("evt:key-1")
+	if err != nil || held {
+		t.Fatalf("Lock: %v, held %v", err, held)
+	}
+	leftover := exec.Command("sleep", "30")
+	leftover.Env = []string{}
+	leftover.ExtraFiles = []*os.File{f}
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leftover.Process.Kill(); leftover.Wait() })
+	f.Close()
+	n.Close()
+
+	inv := &invocation{r: &Runner{Ledger: l, Procs: procs.New(), LockPath: path, Clock: SystemClock{}},
+		o: Options{Key: "evt:key-1", Lease: time.Minute}, leaseUntil: time.Now().Add(time.Minute),
+		guard: ledger.RunGuard{LockDev: o.Dev, LockIno: o.Ino}}
+	if err := inv.openLock(ctx); err != nil {
+		t.Fatalf("openLock: %v", err)
+	}
+	t.Cleanup(func() { inv.lockFile.Close() })
+	if got := inv.lockFile; got == nil || got.Dev != n.Dev || got.Ino != n.Ino {
+		t.Fatalf("openLock locks on %+v; want the file the ledger is bound to, %d/%d, which the leftover holds", got, n.Dev, n.Ino)
+	}
+	if _, held, _ := inv.lockFile.Lock("evt:key-1"); !held {
+		t.Errorf("the key's byte is free while the leftover holds it")
+	}
+	if g, err := l.RunGuard(ctx); err != nil || g.LockDev != n.Dev || g.LockIno != n.Ino {
+		t.Errorf("the ledger is bound to %d/%d (%v); want %d/%d still", g.LockDev, g.LockIno, err, n.Dev, n.Ino)
 	}
 }

@@ -32,12 +32,20 @@ func (s *Ledger) RunGuard(ctx context.Context) (ledger.RunGuard, error) {
 	return g, nil
 }
 
-// BindRunLock records the run lock file's identity.
-func (s *Ledger) BindRunLock(ctx context.Context, dev, ino uint64) error {
-	return s.writeSync(ctx, "bind the run lock", true, func(ctx context.Context, tx querier) error {
+// BindRunLock records the run lock file's identity, if the ledger is
+// still bound to the file the caller read (see ledger.RunGuarder).
+func (s *Ledger) BindRunLock(ctx context.Context, oldDev, oldIno, dev, ino uint64) (bool, error) {
+	bound := false
+	err := s.writeSync(ctx, "bind the run lock", true, func(ctx context.Context, tx querier) error {
 		s.guard = nil // read before this binding
-		_, err := tx.ExecContext(ctx, `UPDATE run_guard SET lock_dev = ?, lock_ino = ? WHERE singleton = 1`,
-			int64(dev), int64(ino))
+		res, err := tx.ExecContext(ctx, `UPDATE run_guard SET lock_dev = ?, lock_ino = ?
+			WHERE singleton = 1 AND lock_dev = ? AND lock_ino = ?`, int64(dev), int64(ino), int64(oldDev), int64(oldIno))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		bound = n == 1
 		return err
 	})
+	return bound, err
 }
