@@ -76,11 +76,16 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 			break
 		}
 		// A scan reads the process list first: a process forked meanwhile
-		// by one that then exited is in neither. Only a second empty scan,
-		// a poll later, says that none is left.
+		// by one that then exited is in neither. Only a second empty scan
+		// says that none is left: a poll later once something was found
+		// (what it forks as it dies has time to show), at once when
+		// nothing ever was.
 		if len(found) == 0 {
-			if empty++; empty == 2 || len(seen) == 0 {
+			if empty++; empty == 2 {
 				break
+			}
+			if len(seen) == 0 {
+				continue
 			}
 		} else {
 			empty = 0
