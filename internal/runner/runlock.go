@@ -155,7 +155,9 @@ func (inv *invocation) openLock(ctx context.Context) error {
 			return nil
 		}
 		if try == bindTries {
-			return lockErr(r.LockPath, errors.New("other runs keep binding the ledger to other run lock files"))
+			return &ledger.StoreError{Op: "take the run lock", Path: r.LockPath,
+				Err:  errors.New("other runs keep binding the ledger to other run lock files"),
+				Hint: "something keeps deleting or replacing the run lock file: find it and stop it (a cleaner of the directory?)"}
 		}
 		g, err := runGuard(ctx, r.Ledger)
 		if err != nil {
