@@ -2,13 +2,16 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/ledger/sqlite"
 	"github.com/idemhq/idem/internal/runner/procs"
 )
 
@@ -163,5 +166,29 @@ func TestOpenLockStaleGuard(t *testing.T) {
 	}
 	if g, err := l.RunGuard(ctx); err != nil || g.LockDev != n.Dev || g.LockIno != n.Ino {
 		t.Errorf("the ledger is bound to %d/%d (%v); want %d/%d still", g.LockDev, g.LockIno, err, n.Dev, n.Ino)
+	}
+}
+
+// bindingAlwaysLost is a real ledger whose run lock binding another run
+// always makes first.
+type bindingAlwaysLost struct{ *sqlite.Ledger }
+
+func (bindingAlwaysLost) BindRunLock(context.Context, uint64, uint64, uint64, uint64) (bool, error) {
+	return false, nil
+}
+
+// TestOpenLockGivesUpOnRebinding: when every binding loses to another
+// run's, openLock stops after bindTries and says what to look for.
+func TestOpenLockGivesUpOnRebinding(t *testing.T) {
+	l := openLedger(t)
+	inv := &invocation{r: &Runner{Ledger: bindingAlwaysLost{l}, Procs: procs.New(), LockPath: l.Describe() + ".runlock", Clock: SystemClock{}},
+		o: Options{Key: "evt:key-1", Lease: time.Minute}, leaseUntil: time.Now().Add(time.Minute)}
+	err := inv.openLock(context.Background())
+	var se *ledger.StoreError
+	if !errors.As(err, &se) || !strings.Contains(se.Err.Error(), "keep binding") || !strings.Contains(se.Hint, "deleting or replacing") {
+		t.Errorf("openLock: %v; want a store error that other runs keep binding, and what to look for", err)
+	}
+	if inv.lockFile != nil {
+		t.Errorf("a lock file kept: %+v", inv.lockFile)
 	}
 }
