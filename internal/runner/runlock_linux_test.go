@@ -42,6 +42,26 @@ func (b *binds) BindRunLock(_ context.Context, _, _, _, ino uint64) (bool, error
 	return true, nil
 }
 
+// holdKey starts a leftover of a run: sleep, its environment cleared (only
+// its descriptor tells), holding key's byte of lf through a description
+// of its own, which the caller no longer has a copy of.
+func holdKey(t *testing.T, lf *procs.LockFile, key string) *exec.Cmd {
+	t.Helper()
+	f, held, err := lf.Lock(key)
+	if err != nil || held {
+		t.Fatalf("Lock: %v, held %v", err, held)
+	}
+	defer f.Close()
+	c := exec.Command("sleep", "30")
+	c.Env = []string{}
+	c.ExtraFiles = []*os.File{f}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c
+}
+
 // TestRebindScansTwice: the run lock file the ledger is bound to was
 // deleted while a process (sleep, its environment cleared: only its
 // descriptor tells) still holds a key's byte of it. A first scan that
@@ -55,18 +75,7 @@ func TestRebindScansTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, held, err := lf.Lock("evt:key-1")
-	if err != nil || held {
-		t.Fatalf("Lock: %v, held %v", err, held)
-	}
-	holder := exec.Command("sleep", "30")
-	holder.Env = []string{}
-	holder.ExtraFiles = []*os.File{f}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	f.Close()
+	holder := holdKey(t, lf, "evt:key-1")
 	lf.Close()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -137,18 +146,7 @@ func TestOpenLockStaleGuard(t *testing.T) {
 	o := bindNew(0, 0)
 	defer o.Close() // open, O keeps its inode: N and the file after it get others
 	n := bindNew(o.Dev, o.Ino)
-	f, held, err := n.Lock("evt:key-1")
-	if err != nil || held {
-		t.Fatalf("Lock: %v, held %v", err, held)
-	}
-	leftover := exec.Command("sleep", "30")
-	leftover.Env = []string{}
-	leftover.ExtraFiles = []*os.File{f}
-	if err := leftover.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leftover.Process.Kill(); leftover.Wait() })
-	f.Close()
+	holdKey(t, n, "evt:key-1")
 	n.Close()
 
 	inv := &invocation{r: &Runner{Ledger: l, Procs: procs.New(), LockPath: path, Clock: SystemClock{}},
