@@ -1,3 +1,5 @@
+//go:build linux && !idem_noprocs
+
 package runner
 
 import (
