@@ -97,11 +97,11 @@ func (s *Ledger) writeSync(ctx context.Context, op string, full bool, fn func(co
 // COMMIT waits for no reader: see checkSchema), so fn gets ctx without
 // its end: an interruption halfway would only throw away a transaction
 // about to land, and the fencing in each statement, not the caller's
-// deadline, keeps a late one safe. Watching
-// ctx costs a goroutine a statement (the driver's), and one a query in a
-// *sql.Tx begun with ctx (database/sql's): 16 of the 33 goroutines a run
-// started. That is why the transaction is the connection's own BEGIN and
-// COMMIT, not a *sql.Tx.
+// deadline, keeps a late one safe. Watching ctx costs a goroutine a
+// statement (the driver's), and one a query in a *sql.Tx begun with ctx
+// (database/sql's): 16 of the 33 goroutines a run started. That is why
+// the transaction is the connection's own BEGIN and COMMIT, not a
+// *sql.Tx.
 func (s *Ledger) writeOnce(ctx context.Context, fn func(context.Context, querier) error) (err error, committing bool) {
 	if _, err := s.conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		// A BEGIN that took effect just as ctx ended reports ctx's error.
