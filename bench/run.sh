@@ -48,6 +48,10 @@ go build -o "$out/goals" ./bench/cmd/goals
 go build -o "$out/fsynclat" ./bench/cmd/fsynclat
 CGO_ENABLED=0 go build -o "$out/floor" ./bench/cmd/floor
 CGO_ENABLED=0 go build -o "$out/baseline" ./bench/cmd/baseline
+# The least a design that keeps the contract can do, with and without the
+# hostile-host guarantees: the lower bound under idem.
+CGO_ENABLED=0 go build -o "$out/least" ./bench/cmd/least
+CGO_ENABLED=0 go build -tags phases -o "$out/least-phases" ./bench/cmd/least
 # The physical floor: the same durable steps in C, no SQL and no runtime.
 gcc -O2 -static -o "$out/cfloor" bench/cfloor/cfloor.c
 # The same two with their points compiled in (internal/probe), for the
@@ -66,7 +70,7 @@ idem=$out/idem
 # depends: here a run of idem from the file the Go linker wrote (through
 # a memory map) takes 0.4 to 0.9 ms longer than one from a copy written
 # by cp, and one from a file read back from the disk 0.7 ms longer.
-for p in idem idem-phases floor floor-phases baseline cfloor; do
+for p in idem idem-phases floor floor-phases baseline cfloor least least-phases; do
 	cp "$out/$p" "$out/$p.copy" && mv "$out/$p.copy" "$out/$p"
 done
 timeit=$out/timeit
@@ -109,17 +113,22 @@ echo "--help prints nothing: idem's is 53 lines, every command with its summary 
 
 # ---------------------------------------------------------------------------
 section "run overhead: idem run --key <unique> -- /bin/true vs /bin/true"
-rm -rf "$work"/run.db* "$work"/floor.db* "$work/cfloor"
+rm -rf "$work"/run.db* "$work"/floor.db* "$work"/least.db* "$work"/leastc.db* "$work/cfloor"
 mkdir "$work/cfloor"
 "$idem" --ledger "$work/run.db" run --key bench-warm -- /bin/true
 "$out/floor" "$work/floor.db" bench-warm /bin/true
-"$timeit" -n "$runs" -results "$results" -names bare-true,cfloor-true,floor-true,run-true \
+"$out/least" "$work/least.db" bench-warm /bin/true
+"$out/least" --checks "$work/leastc.db" bench-warm /bin/true
+"$timeit" -n "$runs" -results "$results" -names bare-true,cfloor-true,floor-true,least-true,least-checks-true,run-true \
 	/bin/true "$out/cfloor $work/cfloor run-{n} /bin/true" "$out/floor $work/floor.db run-{n} /bin/true" \
+	"$out/least $work/least.db run-{n} /bin/true" "$out/least --checks $work/leastc.db run-{n} /bin/true" \
 	"$idem --ledger $work/run.db run --key run-{n} -- /bin/true"
 endsection
 echo "(cfloor-true: bench/cfloor, the same durable steps in C with a file per key, fsynced: the"
 echo "physical floor. floor-true: bench/cmd/floor as it was when the start-up bars were set, the same"
-echo "flow in Go, linked with modernc, pgx and cobra: what a Go program doing this pays here)"
+echo "flow in Go, linked with modernc, pgx and cobra: what a Go program doing this pays here."
+echo "least-true: bench/cmd/least, the least a Go program keeping SPEC's contract for a run does;"
+echo "least-checks-true: the same keeping the hostile-host guarantees too: the lower bound under idem)"
 
 # ---------------------------------------------------------------------------
 section "where a run's time goes: the points of idem run and of the floor"
@@ -145,25 +154,44 @@ rm -f "$work"/replay1k.db* "$work"/replaybig.db*
 for db in replay1k replaybig; do
 	"$idem" --ledger "$work/$db.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
 done
-rm -rf "$work"/floorr.db* "$work/cfloorr"
+rm -rf "$work"/floorr.db* "$work"/leastr.db* "$work"/leastcr.db* "$work/cfloorr"
 mkdir "$work/cfloorr"
 "$out/floor" "$work/floorr.db" replay-10k cat "$work/10k.bin" >/dev/null
 "$out/cfloor" "$work/cfloorr" replay-10k cat "$work/10k.bin" >/dev/null
-"$timeit" -n "$runs" -allow-fail -results "$results" -names cat-10k,cfloor-replay,floor-replay,replay-1k,replay-big \
+"$out/least" --fill 999 "$work/leastr.db"
+"$out/least" --fill 999 "$work/leastcr.db"
+"$out/least" "$work/leastr.db" replay-10k cat "$work/10k.bin" >/dev/null
+"$out/least" --checks "$work/leastcr.db" replay-10k cat "$work/10k.bin" >/dev/null
+"$timeit" -n "$runs" -allow-fail -results "$results" \
+	-names cat-10k,cfloor-replay,floor-replay,least-replay,least-checks-replay,replay-1k,replay-big \
 	"cat $work/10k.bin" "$out/cfloor $work/cfloorr replay-10k cat $work/10k.bin" \
 	"$out/floor $work/floorr.db replay-10k cat $work/10k.bin" \
+	"$out/least $work/leastr.db replay-10k cat $work/10k.bin" \
+	"$out/least --checks $work/leastcr.db replay-10k cat $work/10k.bin" \
 	"$idem --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin" \
 	"$idem --ledger $work/replaybig.db run --key replay-10k -- cat $work/10k.bin"
 endsection
 echo "(replay-big: a ledger of $big records; the replayed record is the last one written. floor-replay:"
 echo "the floor on a key it has, whose reservation is refused: open, one failed insert, exit; it writes"
-echo "no output. cfloor-replay: reads the recorded code back)"
+echo "no output. cfloor-replay: reads the recorded code back. least-replay and least-checks-replay:"
+echo "bench/cmd/least's replay (reads the record and output, counts the replay, writes the output),"
+echo "on a ledger of 1000 records as replay-1k's, without and with the hostile-host guarantees)"
 
 section "where a replay's time goes: the points of a replay and of the floor's refused reservation"
 "$out/idem-phases" --ledger "$work/replay1k.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
 "$timeit" -n "$runs" -phases -allow-fail -names cat-10k,cfloor-phases,floor-phases,replay-phases "cat $work/10k.bin" \
 	"$out/cfloor $work/cfloorr replay-10k cat $work/10k.bin" \
 	"$out/floor-phases $work/floorr.db replay-10k cat $work/10k.bin" \
+	"$out/idem-phases --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin"
+endsection
+
+section "where idem's time goes beyond the least design: the points of least --checks and of idem"
+"$out/least-phases" --checks "$work/leastcr.db" replay-10k cat "$work/10k.bin" >/dev/null
+"$timeit" -n "$runs" -phases -names bare-true,least-phases,run-phases /bin/true \
+	"$out/least-phases --checks $work/leastc.db runl-{n} /bin/true" \
+	"$out/idem-phases --ledger $work/runp.db run --key runl-{n} -- /bin/true"
+"$timeit" -n "$runs" -phases -allow-fail -names cat-10k,least-phases,replay-phases "cat $work/10k.bin" \
+	"$out/least-phases --checks $work/leastcr.db replay-10k cat $work/10k.bin" \
 	"$out/idem-phases --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin"
 endsection
 

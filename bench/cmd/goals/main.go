@@ -119,6 +119,34 @@ func main() {
 	goal("no concurrent run waits more than 0.5 s during purge", wait <= 0.5e6 && perrs == 0, ok11,
 		fmt.Sprintf("longest wait %.1f ms, %g errors", wait/1000, perrs))
 	fmt.Printf("\n%d met, %d not met, %d not measured\n", met, missed, absent)
+	bounds(f)
+}
+
+// bounds prints the start-up bars' ratios for bench/cmd/least, the least
+// a design keeping the contract can do, beside idem's: how near to the
+// bars any design could come, measured in the same interleaved runs.
+func bounds(f figures) {
+	ratio := func(name, base, floor string) string {
+		v, ok1 := f.get(name, "median_us")
+		b, ok2 := f.get(base, "median_us")
+		fl, ok3 := f.get(floor, "median_us")
+		if !ok1 || !ok2 || !ok3 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f x", (v-b)/(fl-b))
+	}
+	rows := []struct{ design, run, replay string }{
+		{"least: SPEC's contract alone", "least-true", "least-replay"},
+		{"least --checks: and the hostile-host guarantees", "least-checks-true", "least-checks-replay"},
+		{"idem", "run-true", "replay-1k"},
+	}
+	fmt.Printf("\nthe bars against the least design (bench/cmd/least), same runs:\n\n")
+	fmt.Printf("| %-50s | %-20s | %-20s |\n", "design", "fresh run / floor", "replay / floor")
+	fmt.Printf("|%s|%s|%s|\n", strings.Repeat("-", 52), strings.Repeat("-", 22), strings.Repeat("-", 22))
+	for _, r := range rows {
+		fmt.Printf("| %-50s | %-20s | %-20s |\n", r.design, ratio(r.run, "bare-true", "floor-true"), ratio(r.replay, "cat-10k", "floor-replay"))
+	}
+	fmt.Printf("| %-50s | %-20s | %-20s |\n", "the bars", "1.15 x", "1.00 x")
 }
 
 func read(path string) (figures, error) {
