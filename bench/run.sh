@@ -48,16 +48,17 @@ go build -o "$out/goals" ./bench/cmd/goals
 go build -o "$out/fsynclat" ./bench/cmd/fsynclat
 CGO_ENABLED=0 go build -o "$out/floor" ./bench/cmd/floor
 CGO_ENABLED=0 go build -o "$out/baseline" ./bench/cmd/baseline
-# The least a design that keeps the contract can do, with and without the
-# hostile-host guarantees: the lower bound under idem.
-CGO_ENABLED=0 go build -o "$out/least" ./bench/cmd/least
-CGO_ENABLED=0 go build -tags phases -o "$out/least-phases" ./bench/cmd/least
 # The physical floor: the same durable steps in C, no SQL and no runtime.
 gcc -O2 -static -o "$out/cfloor" bench/cfloor/cfloor.c
-# The same two with their points compiled in (internal/probe), for the
-# breakdown of a run's time.
+# idem and the floor with their points compiled in (internal/probe), for
+# the breakdown of a run's time.
 CGO_ENABLED=0 go build -tags phases -o "$out/idem-phases" .
 CGO_ENABLED=0 go build -tags phases -o "$out/floor-phases" ./bench/cmd/floor
+# The least a program that keeps idem's contract can do, with and without
+# the checks against other programs and users on the host: the lower
+# bound under idem (and its build with the points).
+CGO_ENABLED=0 go build -o "$out/least" ./bench/cmd/least
+CGO_ENABLED=0 go build -tags phases -o "$out/least-phases" ./bench/cmd/least
 # IDEM and IDEM_PHASES measure other builds of idem (an earlier commit's,
 # for a before-and-after) with this script's harness and floors.
 [ -n "${IDEM:-}" ] && cp "$IDEM" "$out/idem"
@@ -127,8 +128,9 @@ endsection
 echo "(cfloor-true: bench/cfloor, the same durable steps in C with a file per key, fsynced: the"
 echo "physical floor. floor-true: bench/cmd/floor as it was when the start-up bars were set, the same"
 echo "flow in Go, linked with modernc, pgx and cobra: what a Go program doing this pays here."
-echo "least-true: bench/cmd/least, the least a Go program keeping SPEC's contract for a run does;"
-echo "least-checks-true: the same keeping the hostile-host guarantees too: the lower bound under idem)"
+echo "least-true: bench/cmd/least, the least a Go program that keeps idem's contract does for a run;"
+echo "least-checks-true: the same with the checks against other programs and users on the host too:"
+echo "the lower bound under idem)"
 
 # ---------------------------------------------------------------------------
 section "where a run's time goes: the points of idem run and of the floor"
@@ -175,7 +177,7 @@ echo "(replay-big: a ledger of $big records; the replayed record is the last one
 echo "the floor on a key it has, whose reservation is refused: open, one failed insert, exit; it writes"
 echo "no output. cfloor-replay: reads the recorded code back. least-replay and least-checks-replay:"
 echo "bench/cmd/least's replay (reads the record and output, counts the replay, writes the output),"
-echo "on a ledger of 1000 records as replay-1k's, without and with the hostile-host guarantees)"
+echo "on a ledger of 1000 records as replay-1k's, without and with those checks)"
 
 section "where a replay's time goes: the points of a replay and of the floor's refused reservation"
 "$out/idem-phases" --ledger "$work/replay1k.db" run --key replay-10k -- cat "$work/10k.bin" >/dev/null
@@ -185,15 +187,27 @@ section "where a replay's time goes: the points of a replay and of the floor's r
 	"$out/idem-phases --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin"
 endsection
 
-section "where idem's time goes beyond the least design: the points of least --checks and of idem"
-"$out/least-phases" --checks "$work/leastcr.db" replay-10k cat "$work/10k.bin" >/dev/null
-"$timeit" -n "$runs" -phases -names bare-true,least-phases,run-phases /bin/true \
+section "where least's time goes beyond the floor's, and idem's beyond least --checks: the points of each"
+rm -f "$work"/leastp.db* "$work"/leastpr.db*
+"$out/least-phases" "$work/leastp.db" bench-warm /bin/true
+"$out/least-phases" --fill 999 "$work/leastpr.db"
+"$out/least-phases" "$work/leastpr.db" replay-10k cat "$work/10k.bin" >/dev/null
+"$timeit" -n "$runs" -phases -names bare-true,floor-phases,least-phases /bin/true \
+	"$out/floor-phases $work/floorp.db runl-{n} /bin/true" "$out/least-phases $work/leastp.db runl-{n} /bin/true"
+"$timeit" -n "$runs" -phases -allow-fail -names cat-10k,floor-phases,least-phases "cat $work/10k.bin" \
+	"$out/floor-phases $work/floorr.db replay-10k cat $work/10k.bin" \
+	"$out/least-phases $work/leastpr.db replay-10k cat $work/10k.bin"
+"$timeit" -n "$runs" -phases -names bare-true,least-checks-phases,run-phases /bin/true \
 	"$out/least-phases --checks $work/leastc.db runl-{n} /bin/true" \
 	"$out/idem-phases --ledger $work/runp.db run --key runl-{n} -- /bin/true"
-"$timeit" -n "$runs" -phases -allow-fail -names cat-10k,least-phases,replay-phases "cat $work/10k.bin" \
+"$timeit" -n "$runs" -phases -allow-fail -names cat-10k,least-checks-phases,replay-phases "cat $work/10k.bin" \
 	"$out/least-phases --checks $work/leastcr.db replay-10k cat $work/10k.bin" \
 	"$out/idem-phases --ledger $work/replay1k.db run --key replay-10k -- cat $work/10k.bin"
 endsection
+echo "(least's points: main, ledger-files, ledger-connected, opened, after-reserve, after-child-start,"
+echo "after-child-exit, after-finish, exit, reaped; idem's and the floor's as above. Each table of"
+echo "steps compares the last two commands. A step's median difference is not a difference of"
+echo "medians: the rows do not add up to the difference of the totals)"
 
 # ---------------------------------------------------------------------------
 section "contention: n simultaneous runs (batch wall time, outcomes, real executions)"

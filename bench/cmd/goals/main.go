@@ -136,11 +136,11 @@ func bounds(f figures) {
 		return fmt.Sprintf("%.2f x", (v-b)/(fl-b))
 	}
 	rows := []struct{ design, run, replay string }{
-		{"least: SPEC's contract alone", "least-true", "least-replay"},
-		{"least --checks: and the hostile-host guarantees", "least-checks-true", "least-checks-replay"},
+		{"least: idem's contract alone", "least-true", "least-replay"},
+		{"least --checks: and the checks against others", "least-checks-true", "least-checks-replay"},
 		{"idem", "run-true", "replay-1k"},
 	}
-	fmt.Printf("\nthe bars against the least design (bench/cmd/least), same runs:\n\n")
+	fmt.Printf("\nthe bars against the least design (bench/cmd/least), same runs (overhead over /bin/true or cat, over the floor's):\n\n")
 	fmt.Printf("| %-50s | %-20s | %-20s |\n", "design", "fresh run / floor", "replay / floor")
 	fmt.Printf("|%s|%s|%s|\n", strings.Repeat("-", 52), strings.Repeat("-", 22), strings.Repeat("-", 22))
 	for _, r := range rows {

@@ -1,54 +1,53 @@
-// Command least is the least a program that keeps idem run's contract can
-// do: a lower bound under idem, what any design would pay with the same
-// language, driver and durability, whatever its code. It is not idem and
-// not a ledger anyone should use; it runs the two cases bench/run.sh
-// measures, a fresh run and the replay of a finished key.
+// Command least is the least a program that keeps idem run's contract
+// can do, as a lower bound under idem: what a design would pay with the
+// same language, driver and durability, whatever its code. It is not idem
+// and not a ledger anyone should use. It has only the two straight paths
+// bench/run.sh measures, a fresh run of a command that ends at once and
+// the replay of a finished key: no lease renewal, retries, waits,
+// takeovers, key checks or failure classes.
 //
-// Without --checks it keeps what SPEC and the issues since ask of them.
 // A fresh run: the descriptors it inherited kept from the command; the
-// ledger file made 0600; the owner's identity (host, boot, PID namespace,
-// PID and its start time), the directory and the user read for the
-// reservation; the command's fingerprint; a fencing token drawn below a
+// ledger file made 0600; the command's fingerprint; once the key is
+// known fresh, the owner (host, boot, PID namespace, PID and its start
+// time), the directory and the user; a fencing token drawn below a
 // durable mark written during this boot, with the ledger's secret; the
 // record and its lease inserted in one BEGIN IMMEDIATE transaction at
-// synchronous=NORMAL, and fenced writes after it; the signals idem
-// forwards caught before that commit (unless the parent ignored them); the
-// command started in its own process group with Pdeathsig and idem's
-// environment (IDEM_KEY, IDEM_TOKEN, IDEM_ATTEMPT, IDEM_MAX_ATTEMPTS, a
-// private IDEM_RETRY_AFTER and a signed IDEM_RUN), its stdout and stderr
-// passed through and kept up to 16 MiB; the outcome (128+N for a signal),
-// the attempt's history, the totals and the output written at
+// synchronous=NORMAL, with the signals idem forwards caught before it
+// commits (unless the parent ignored them); the command started in its
+// own process group with Pdeathsig and idem's environment (IDEM_KEY,
+// IDEM_TOKEN, IDEM_ATTEMPT, IDEM_MAX_ATTEMPTS, a private IDEM_RETRY_AFTER,
+// a signed IDEM_RUN), its stdout and stderr passed through and kept up to
+// 16 MiB; the outcome (128+N for a signal), the attempt's history, the
+// totals and the output written in one fenced transaction at
 // synchronous=FULL; the WAL truncated past 256 KiB. A replay: the record
 // and its output read in one statement, its fingerprint and expiry
 // compared, the replay counted on the record (the output in a table of
 // its own, as idem keeps it, so that the count rewrites no output), the
 // output written and the recorded code returned.
 //
-// Where idem has a choice it cannot take, least takes the cheaper way:
-// the signal handlers go in on a goroutine once the reservation has found
-// the key fresh, so a replay never installs them; the child's process
-// group is written at the first lease renewal, as idem does, so a short
-// command never writes it.
+// Where the contract leaves a choice, least takes the cheaper way, even
+// where idem cannot: the signal handlers and the owner are read only once
+// a reservation has found its key fresh, so a replay never pays for them;
+// the tables are keyed by the key (WITHOUT ROWID) and have no index of
+// their own, which inspect's order and purge would want.
 //
-// With --checks it also keeps, in their least form, the guarantees that
-// idem's hostile-host work added: the files beside the ledger checked
-// before SQLite opens them (owner, links, file type; the main file's
-// header read; the -wal read through as SQLite's recovery reads it, every
-// committed page-1 frame's identity and its page size compared with the
-// main file's, and its binding attribute with the main file's identity);
-// the run lock taken on a description of its own, which the command
-// inherits; cell_size_check on; the head (identity, versions, page size,
-// journal mode) read and the pages a run depends on checked in one
-// statement (quick_check of the one-page counter table, the rightmost
-// path of every other b-tree) before anything is written; the ledger's
-// identity stamped in every write; the files checked again for
+// With --checks it also keeps, in their least form, idem's checks against
+// other programs and users on the host: the files beside the ledger
+// checked before SQLite opens them (owner, links, file type; the main
+// file's header read; the -wal read through as SQLite's recovery reads
+// it, every committed page-1 frame's identity and its page size compared
+// with the main file's, and its binding attribute with the main file's
+// identity); the run lock taken on a description of its own, which the
+// command inherits as fd 3; cell_size_check on; the head (identity,
+// versions, page size, journal mode) read and the pages a run depends on
+// checked in one statement (quick_check of the one-page counter table,
+// the rightmost path of the others) before anything is written; the
+// ledger's identity stamped in every write; the files checked again for
 // replacement after the outcome's commit.
 //
-// Its schema is three tables (counters, records, outputs) and one index
-// (records by outcome time, for inspect's order and purge).
-//
 //	least [--checks] LEDGER KEY CMD [ARG...]
-//	least --fill N LEDGER     (N finished records, for a replay among them)
+//	least --fill N LEDGER     (N finished records with a line of output
+//	                          each, for a replay measured among them)
 package main
 
 import (
@@ -92,16 +91,15 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL, mark INTEG
 	boot TEXT NOT NULL, secret BLOB NOT NULL) WITHOUT ROWID;
 INSERT INTO counters VALUES ('token', 0, 0, '', randomblob(32));
 CREATE TABLE records (
-	key TEXT NOT NULL UNIQUE, fingerprint TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+	key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
 	max_attempts INTEGER NOT NULL, exit_code INTEGER, token INTEGER NOT NULL, owner_host TEXT NOT NULL,
 	owner_boot_id TEXT NOT NULL, owner_pidns INTEGER NOT NULL, owner_pid INTEGER NOT NULL,
 	owner_start INTEGER NOT NULL, child_pgid INTEGER NOT NULL DEFAULT 0, child_start INTEGER NOT NULL DEFAULT 0,
 	lease_expires_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, finished_ms INTEGER, expires_ms INTEGER,
 	replays INTEGER NOT NULL DEFAULT 0, last_replay_ms INTEGER, run_cwd TEXT NOT NULL, run_user TEXT NOT NULL,
 	history TEXT NOT NULL DEFAULT '', runs_succeeded INTEGER NOT NULL DEFAULT 0,
-	runs_failed INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX records_outcome ON records (coalesce(finished_ms, created_ms));
-CREATE TABLE outputs (key TEXT PRIMARY KEY, stdout BLOB, stderr BLOB);
+	runs_failed INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+CREATE TABLE outputs (key TEXT PRIMARY KEY, stdout BLOB, stderr BLOB) WITHOUT ROWID;
 COMMIT;`
 
 const (
@@ -135,7 +133,7 @@ func main() {
 		},
 	}
 	root.Flags().SetInterspersed(false)
-	root.Flags().BoolVar(&checks, "checks", false, "keep the hostile-host guarantees too")
+	root.Flags().BoolVar(&checks, "checks", false, "keep the checks against other programs and users too")
 	root.Flags().IntVar(&fill, "fill", 0, "write this many finished records and exit")
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "least:", err)
@@ -171,23 +169,6 @@ func run(ctx context.Context, checks bool, path, key string, argv []string) (int
 		return 0, err
 	}
 	probe.At("opened")
-
-	host, _ := os.Hostname()
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	bootID := strings.TrimSpace(string(boot))
-	var pidns unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &pidns); err != nil {
-		return 0, err
-	}
-	start, err := startTime(os.Getpid())
-	if err != nil {
-		return 0, err
-	}
-	cwd, _ := os.Getwd()
-	var who string
-	if u, err := user.Current(); err == nil {
-		who = u.Username
-	}
 	sum := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
 	fingerprint := hex.EncodeToString(sum[:])
 
@@ -237,7 +218,9 @@ reserve:
 
 	// A fresh key: the signals idem forwards are caught before the
 	// reservation commits (a signal after the commit would leave the key
-	// to a dead process), on a goroutine while its statements run.
+	// to a dead process), on a goroutine while its statements run; the
+	// owner, the directory and the user are read only now, which a
+	// replay never needs.
 	if sigs == nil {
 		sigs, caught = make(chan os.Signal, 4), make(chan struct{})
 		go func() {
@@ -249,6 +232,22 @@ reserve:
 			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 			close(caught)
 		}()
+	}
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	bootID := strings.TrimSpace(string(boot))
+	var pidns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &pidns); err != nil {
+		return 0, l.rollback(ctx, err)
+	}
+	start, err := startTime(os.Getpid())
+	if err != nil {
+		return 0, l.rollback(ctx, err)
+	}
+	cwd, _ := os.Getwd()
+	var who string
+	if u, err := user.Current(); err == nil {
+		who = u.Username
 	}
 	token, secret, err = l.nextToken(ctx, bootID)
 	if errors.Is(err, errRaiseMark) {
@@ -404,15 +403,13 @@ func (l *ledger) checkHead(ctx context.Context) error {
 	dest := []any{&id, &version, &objects, &pageSize, &mode}
 	q := head + from
 	var whole string
-	// Each b-tree a run writes is read down its rightmost path: a table
-	// through its rowid, an index through its key.
-	var reads [5]any
+	// Each b-tree a run writes is read down its rightmost path (both
+	// tables are keyed by the key, WITHOUT ROWID).
+	var reads [2]any
 	if l.checks {
 		q = head + `, (SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('counters')),
-			(SELECT max(rowid) FROM records), (SELECT max(key) FROM records),
-			(SELECT max(coalesce(finished_ms, created_ms)) FROM records),
-			(SELECT max(rowid) FROM outputs), (SELECT max(key) FROM outputs)` + from
-		dest = append(dest, &whole, &reads[0], &reads[1], &reads[2], &reads[3], &reads[4])
+			(SELECT max(key) FROM records), (SELECT max(key) FROM outputs)` + from
+		dest = append(dest, &whole, &reads[0], &reads[1])
 	}
 	err := conn.QueryRowContext(ctx, q).Scan(dest...)
 	if err != nil && l.checks {
@@ -434,6 +431,12 @@ func (l *ledger) checkHead(ctx context.Context) error {
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, fmt.Sprintf(schema, l.id)); err != nil {
+			return err
+		}
+		// The identity goes into the main file at once, as idem's first
+		// open puts it there: until then any ledger's -wal would pass for
+		// this one's.
+		if _, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 			return err
 		}
 		// Bind the new -wal to its file, as idem binds the -wal it makes.
@@ -688,8 +691,6 @@ func lockKey(path, key string) (*os.File, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	var bound [64]byte
-	unix.Fgetxattr(fd, bindAttr, bound[:])
 	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // leastBin builds least into a temporary directory.
@@ -154,5 +156,37 @@ func TestChecksRefuse(t *testing.T) {
 	r = runLeast(t, bin, dir, "--checks", ledger, "job:three", "sh", "-c", ": > ran")
 	if _, err := os.Stat(filepath.Join(dir, "ran")); r.code == 0 || err == nil || !strings.Contains(r.stderr, "another database's") {
 		t.Fatalf("foreign -wal: %+v (ran: %v); want a refusal before the command", r, err == nil)
+	}
+}
+
+// Each ledger has its identity from its first run on, so another least
+// ledger's -wal is refused too; and a -wal bound to another file is.
+func TestChecksRefuseAnotherLedgersWAL(t *testing.T) {
+	bin := leastBin(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	for _, ledger := range []string{a, b} {
+		if r := runLeast(t, bin, dir, "--checks", ledger, "job:one", "true"); r.code != 0 {
+			t.Fatalf("first run of %s: %+v", ledger, r)
+		}
+	}
+	wal, err := os.ReadFile(b + "-wal")
+	if err != nil || len(wal) == 0 {
+		t.Fatalf("b's -wal: %d bytes, %v", len(wal), err)
+	}
+	if err := os.WriteFile(a+"-wal", wal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runLeast(t, bin, dir, "--checks", a, "job:two", "sh", "-c", ": > ran")
+	if _, err := os.Stat(filepath.Join(dir, "ran")); r.code == 0 || err == nil || !strings.Contains(r.stderr, "another database's") {
+		t.Fatalf("b's -wal beside a: %+v (ran: %v); want a refusal before the command", r, err == nil)
+	}
+
+	if err := unix.Setxattr(b+"-wal", bindAttr, []byte("1:2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	r = runLeast(t, bin, dir, "--checks", b, "job:two", "sh", "-c", ": > ran")
+	if _, err := os.Stat(filepath.Join(dir, "ran")); r.code == 0 || err == nil || !strings.Contains(r.stderr, "bound to another file") {
+		t.Fatalf("b's -wal bound elsewhere: %+v (ran: %v); want a refusal before the command", r, err == nil)
 	}
 }
