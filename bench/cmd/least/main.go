@@ -1,10 +1,13 @@
+//go:build linux
+
 // Command least is the least a program that keeps idem run's contract
 // can do, as a lower bound under idem: what a design would pay with the
 // same language, driver and durability, whatever its code. It is not idem
 // and not a ledger anyone should use. It has only the two straight paths
 // bench/run.sh measures, a fresh run of a command that ends at once and
 // the replay of a finished key: no lease renewal, retries, waits,
-// takeovers, key checks or failure classes.
+// takeovers, key checks or failure classes. It builds on Linux only
+// (OFD locks, Pdeathsig, close_range), where bench/run.sh measures.
 //
 // A fresh run: the descriptors it inherited kept from the command; the
 // ledger file made 0600; the command's fingerprint; once the key is
