@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -126,5 +128,86 @@ func TestDamagedLedgerRefused(t *testing.T) {
 		if fileSum(t, path) != sum {
 			t.Errorf("%s damaged: check changed the ledger file", name)
 		}
+	}
+}
+
+// TestDamagedOutputLeafRefused: random bytes over every leaf of the
+// outputs table's key index but the rightmost, whose path the open's page
+// check reads. A new key's output goes at the key's own place in that
+// index, so a run of a new key whose place is in a damaged leaf must be
+// refused before its command runs (74, corrupt, the file byte for byte):
+// found only by the outcome's write, the command would run, fail to be
+// recorded, and run again at every run after.
+func TestDamagedOutputLeafRefused(t *testing.T) {
+	busy(t)
+	idem := idemBin(t)
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger.db")
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	job := func(ledger, key string) command {
+		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
+		c.dir = work
+		return c
+	}
+	for i := range 300 {
+		if p := run(t, job(ledger, fmt.Sprintf("job:recorded-with-a-longer-name-%04d", i))); p.code != 0 {
+			t.Fatalf("recording key %d: %v", i, p)
+		}
+	}
+	if p := run(t, clean(nil, idem, "--ledger", ledger, "purge", "--older-than", "1000h", "--vacuum")); p.code != 0 {
+		t.Fatalf("purge --vacuum: %v", p)
+	}
+	db, err := sql.Open("sqlite", "file:"+uriPath(ledger)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves []int64
+	rows, err := db.Query(`SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_outputs_1' AND pagetype = 'leaf' ORDER BY path`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var page int64
+		if err := rows.Scan(&page); err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, page)
+	}
+	if err := errors.Join(rows.Err(), rows.Close(), db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if len(leaves) < 2 {
+		t.Fatalf("the outputs key index has %d leaves; want 2 or more", len(leaves))
+	}
+	b, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 59))
+	const pageSize = 4096
+	for _, page := range leaves[:len(leaves)-1] {
+		for i := (page - 1) * pageSize; i < page*pageSize; i++ {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	damaged := filepath.Join(dir, "damaged.db")
+	if err := os.WriteFile(damaged, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := fileSum(t, damaged)
+	os.Remove(filepath.Join(work, "ran"))
+	// "job:aaa-new" goes before every recorded key: into the first leaf.
+	p := run(t, job(damaged, "job:aaa-new"))
+	if p.code != 74 || !strings.Contains(p.stderr, "corrupt") || p.stdout != "" {
+		t.Errorf("a new key whose output's place is damaged: %v; want 74, corrupt, no output", p)
+	}
+	if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
+		t.Errorf("a new key whose output's place is damaged: the command ran")
+	}
+	if fileSum(t, damaged) != sum {
+		t.Errorf("a new key whose output's place is damaged: the ledger file changed")
 	}
 }

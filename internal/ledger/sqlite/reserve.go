@@ -129,6 +129,9 @@ func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := readOutputPath(ctx, tx, req.Key); err != nil {
+		return nil, err
+	}
 	command, err := json.Marshal(req.Command)
 	if err != nil {
 		return nil, err
@@ -159,6 +162,9 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 	if err != nil {
 		return nil, err
 	}
+	if err := readOutputPath(ctx, tx, req.Key); err != nil {
+		return nil, err
+	}
 	o := req.Owner
 	n := done + 1
 	nowMS := now.UnixMilli()
@@ -175,6 +181,18 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 		return nil, err
 	}
 	return &ledger.Reservation{Outcome: ledger.Reserved, Token: token, Attempt: n, AttemptID: id, Prev: prev}, nil
+}
+
+// readOutputPath reads the pages of the outputs table that the outcome
+// writes for key, before the command runs: the page check reads each
+// b-tree's rightmost path, where rows in rowid and time order go, but an
+// output goes into the key's index at the key's own place (and replaces
+// a row of its own there). A damaged page there then refuses the run,
+// where it would fail the outcome after the command ran, and leave the
+// key to run again at every run after.
+func readOutputPath(ctx context.Context, tx querier, key string) error {
+	var n int64
+	return tx.QueryRowContext(ctx, `SELECT count(stdout) FROM outputs WHERE key = ?`, key).Scan(&n)
 }
 
 func insertAttempt(ctx context.Context, tx querier, key string, n int, token int64, o ledger.Owner, now time.Time) (int64, error) {

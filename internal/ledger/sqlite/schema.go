@@ -185,11 +185,12 @@ const (
 // on beyond its own record: the one-page tables (the token counter and
 // mark, the totals, the run guard's secret), checked whole, and the root
 // and rightmost path of every other b-tree, which SQLite checks as it
-// reads them (with cell_size_check): the pages where a new record,
-// attempt and outcome are inserted. It costs a few dozen page reads
-// whatever the ledger's size, most of them pages the run reads next
-// anyway. The rest of a large table is checked as a run reads it (its
-// key's path), and whole by idem check.
+// reads them (with cell_size_check): the pages where rows in rowid or
+// time order go (a new record, its attempt, a succeeded outcome). It
+// costs a few dozen page reads whatever the ledger's size, most of them
+// pages the run reads next anyway. The rest of a large table is checked
+// as a run reads it (its key's path in records, and in outputs, see
+// readOutputPath), and whole by idem check.
 const pageCheckColumns = `
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('counters')),
 	(SELECT group_concat(quick_check, '; ') FROM pragma_quick_check('token_mark')),
