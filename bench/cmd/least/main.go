@@ -44,7 +44,8 @@
 // command inherits as fd 3; cell_size_check on; the head (identity,
 // versions, page size, journal mode) read and the pages a run depends on
 // checked in one statement (quick_check of the one-page counter table,
-// the rightmost path of the others) before anything is written; the
+// the rightmost path of the others) before anything is written, and a
+// fresh key's place in outputs before its command runs; the
 // ledger's identity stamped in every write; the files checked again for
 // replacement after the outcome's commit.
 //
@@ -253,6 +254,13 @@ reserve:
 		who = u.Username
 	}
 	token, secret, err = l.nextToken(ctx, bootID)
+	if err == nil && checks {
+		// The output's place in outputs, where the outcome writes it,
+		// read before the command runs (the page check reads only the
+		// rightmost path).
+		var n int64
+		err = conn.QueryRowContext(ctx, `SELECT count(stdout) FROM outputs WHERE key = ?`, key).Scan(&n)
+	}
 	if errors.Is(err, errRaiseMark) {
 		l.rollback(ctx)
 		if err := l.raiseMark(ctx, bootID); err != nil {
