@@ -259,7 +259,7 @@ reserve:
 		// read before the command runs (the page check reads only the
 		// rightmost path).
 		var n int64
-		err = conn.QueryRowContext(ctx, `SELECT count(stdout) FROM outputs WHERE key = ?`, key).Scan(&n)
+		err = conn.QueryRowContext(ctx, `SELECT count(length(stdout)) FROM outputs WHERE key = ?`, key).Scan(&n)
 	}
 	if errors.Is(err, errRaiseMark) {
 		l.rollback(ctx)
