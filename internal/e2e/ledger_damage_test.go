@@ -133,11 +133,12 @@ func TestDamagedLedgerRefused(t *testing.T) {
 
 // TestDamagedOutputLeafRefused: random bytes over every leaf of the
 // outputs table's key index but the rightmost, whose path the open's page
-// check reads. A new key's output goes at the key's own place in that
-// index, so a run of a new key whose place is in a damaged leaf must be
-// refused before its command runs (74, corrupt, the file byte for byte):
-// found only by the outcome's write, the command would run, fail to be
-// recorded, and run again at every run after.
+// check reads. An output goes at its key's own place in that index, so a
+// run of a new key, and a re-run of a failed one (--rerun-failed), whose
+// place is in a damaged leaf must be refused before the command runs (74,
+// corrupt, the file byte for byte): found only by the outcome's write,
+// the command would run, fail to be recorded, and run again at every run
+// after.
 func TestDamagedOutputLeafRefused(t *testing.T) {
 	busy(t)
 	idem := idemBin(t)
@@ -151,6 +152,13 @@ func TestDamagedOutputLeafRefused(t *testing.T) {
 		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
 		c.dir = work
 		return c
+	}
+	// A failed key with output, before every other key: in the first leaf.
+	failedJob := []string{"sh", "-c", `: > ran; echo out; exit 3`}
+	failed := clean(nil, idem, append([]string{"--ledger", ledger, "run", "--key", "job:aaa-old", "--"}, failedJob...)...)
+	failed.dir = work
+	if p := run(t, failed); p.code != 3 {
+		t.Fatalf("recording job:aaa-old: %v", p)
 	}
 	for i := range 300 {
 		if p := run(t, job(ledger, fmt.Sprintf("job:recorded-with-a-longer-name-%04d", i))); p.code != 0 {
@@ -198,16 +206,21 @@ func TestDamagedOutputLeafRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := fileSum(t, damaged)
-	os.Remove(filepath.Join(work, "ran"))
-	// "job:aaa-new" goes before every recorded key: into the first leaf.
-	p := run(t, job(damaged, "job:aaa-new"))
-	if p.code != 74 || !strings.Contains(p.stderr, "corrupt") || p.stdout != "" {
-		t.Errorf("a new key whose output's place is damaged: %v; want 74, corrupt, no output", p)
-	}
-	if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
-		t.Errorf("a new key whose output's place is damaged: the command ran")
-	}
-	if fileSum(t, damaged) != sum {
-		t.Errorf("a new key whose output's place is damaged: the ledger file changed")
+	rerun := clean(nil, idem, append([]string{"--ledger", damaged, "run", "--rerun-failed", "--key", "job:aaa-old", "--"}, failedJob...)...)
+	rerun.dir = work
+	// "job:aaa-new" and "job:aaa-old" go before every recorded key: into
+	// the first leaf.
+	for what, c := range map[string]command{"a new key": job(damaged, "job:aaa-new"), "a failed key re-run": rerun} {
+		os.Remove(filepath.Join(work, "ran"))
+		p := run(t, c)
+		if p.code != 74 || !strings.Contains(p.stderr, "corrupt") || p.stdout != "" {
+			t.Errorf("%s whose output's place is damaged: %v; want 74, corrupt, no output", what, p)
+		}
+		if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
+			t.Errorf("%s whose output's place is damaged: the command ran", what)
+		}
+		if fileSum(t, damaged) != sum {
+			t.Errorf("%s whose output's place is damaged: the ledger file changed", what)
+		}
 	}
 }
