@@ -51,6 +51,25 @@ func fileSum(t *testing.T, path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// damageSetup gives the damage tests idem, a directory, the command's
+// working directory in it, and the job they run: it creates the file
+// "ran" there and prints "out".
+func damageSetup(t *testing.T) (idem, dir, work string, job func(ledger, key string) command) {
+	t.Helper()
+	busy(t)
+	idem = idemBin(t)
+	dir = t.TempDir()
+	work = filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return idem, dir, work, func(ledger, key string) command {
+		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
+		c.dir = work
+		return c
+	}
+}
+
 // TestDamagedLedgerRefused: random bytes over the root page of any table
 // or index of a compacted ledger (after purge --vacuum, so every table is
 // in the file, none in a -wal): a run of a recorded key and one of a new
@@ -58,19 +77,8 @@ func fileSum(t *testing.T, path string) [32]byte {
 // file is left byte for byte; idem check reports the damage (74) and what
 // to do, and passes the undamaged ledger (0).
 func TestDamagedLedgerRefused(t *testing.T) {
-	busy(t)
-	idem := idemBin(t)
-	dir := t.TempDir()
+	idem, dir, work, job := damageSetup(t)
 	clean0 := filepath.Join(dir, "clean.db")
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	job := func(ledger, key string) command {
-		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
-		c.dir = work
-		return c
-	}
 	for _, k := range []string{"job:recorded-1", "job:recorded-2", "job:recorded-3"} {
 		if p := run(t, job(clean0, k)); p.code != 0 {
 			t.Fatalf("recording %s: %v", k, p)
@@ -140,19 +148,8 @@ func TestDamagedLedgerRefused(t *testing.T) {
 // the command would run, fail to be recorded, and run again at every run
 // after.
 func TestDamagedOutputLeafRefused(t *testing.T) {
-	busy(t)
-	idem := idemBin(t)
-	dir := t.TempDir()
+	idem, dir, work, job := damageSetup(t)
 	ledger := filepath.Join(dir, "ledger.db")
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	job := func(ledger, key string) command {
-		c := clean(nil, idem, "--ledger", ledger, "run", "--key", key, "--", "sh", "-c", `: > ran; echo out`)
-		c.dir = work
-		return c
-	}
 	// A failed key with output, before every other key: in the first leaf.
 	failedJob := []string{"sh", "-c", `: > ran; echo out; exit 3`}
 	failed := clean(nil, idem, append([]string{"--ledger", ledger, "run", "--key", "job:aaa-old", "--"}, failedJob...)...)
