@@ -284,7 +284,7 @@ reserve:
 	probe.At("after-reserve")
 	var lock *os.File
 	if checks {
-		if lock, err = lockKey(path, key); err != nil {
+		if lock, err = lockKey(l.path, key); err != nil {
 			return 0, err
 		}
 	}
@@ -349,7 +349,7 @@ reserve:
 	if checks {
 		// The files are still the ones opened: nobody replaced the ledger
 		// or its -wal while the command ran.
-		if now, err := fileIDs(path); err != nil || now != l.files {
+		if now, err := fileIDs(l.path); err != nil || now != l.files {
 			return 0, fmt.Errorf("%s: the ledger's files changed while the command ran", path)
 		}
 	}
