@@ -1,9 +1,24 @@
 package cmd
 
-import "github.com/idemhq/idem/internal/runner"
+import (
+	"os"
 
-// localHost is this machine's identity as a ledger owner; a build with the
-// testhooks tag lets tests replace it (host_testhooks.go).
-func (a *app) localHost() runner.Host {
-	return testOnlyHostOverride(runner.LocalHost(), a.getenv)
+	"github.com/idemhq/idem/internal/runner"
+)
+
+// hostLookup reads where and as whom the command runs now, before
+// anything is locked: a stat of a directory on a hung file system, or a
+// user looked up in a directory service, then holds up this run alone.
+// It returns the lookup of the host's identity, which only the kernel
+// answers, for the first reservation that records it (a replay never
+// does). A build with the testhooks tag lets tests replace the identity
+// (host_testhooks.go).
+func (a *app) hostLookup() func() runner.Host {
+	cwd, _ := os.Getwd()
+	user := runner.UserName()
+	return func() runner.Host {
+		h := testOnlyHostOverride(runner.Identity(), a.getenv)
+		h.Cwd, h.User = cwd, user
+		return h
+	}
 }

@@ -378,10 +378,9 @@ func runRun(ctx context.Context, a *app, o *runOptions) (*runner.Result, int, er
 	}
 	probe.At("opened")
 	defer ledger.CloseAtExit(l)
-	host := a.localHost()
 
 	r := &runner.Runner{
-		Ledger: l, Host: host, Clock: runner.SystemClock{},
+		Ledger: l, LookupHost: a.hostLookup(), Clock: runner.SystemClock{},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Signals: sigs, Environ: a.childEnviron(a.environ, loc.Location),
 		LockPath: a.runLockPath(loc, l), TrustedUIDs: ledgerOwner(l),
 	}

@@ -212,6 +212,21 @@ type ReserveRequest struct {
 	// Cwd and User say where and as whom the command runs, so that a person
 	// can run it again by hand; a reservation that runs records them.
 	Cwd, User string
+	// Identify, when set, gives Owner, Cwd and User instead (see Who).
+	// Finding the owner reads /proc, which a replay would pay for
+	// nothing: a backend asks only when it writes them.
+	Identify func() (Owner, string, string)
+}
+
+// Who is the owner, the directory and the user the reservation records:
+// Identify's answer when it is set, else the request's own fields. A
+// backend calls it only where it writes them (a new owner, or a token,
+// which is drawn under the owner's boot), never for a replay.
+func (r *ReserveRequest) Who() (o Owner, cwd, user string) {
+	if r.Identify != nil {
+		return r.Identify()
+	}
+	return r.Owner, r.Cwd, r.User
 }
 
 // Outcome says what Reserve decided.

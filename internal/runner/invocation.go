@@ -57,7 +57,7 @@ func (inv *invocation) id(n int) procs.Run {
 // before this run reserved the key (nil: a new key), restored when
 // nothing runs.
 func (inv *invocation) run(ctx context.Context, prev *ledger.Snapshot) (*Result, error) {
-	if name, dir, err := retryAfterPath(inv.r.Host.PIDNS); err == nil {
+	if name, dir, err := retryAfterPath(inv.r.host().PIDNS); err == nil {
 		inv.retryAfter, inv.retryDir = name, dir
 		defer inv.removeRetryAfter()
 	}

@@ -29,19 +29,30 @@ type Host struct {
 	Cwd, User string
 }
 
-// LocalHost reads this host's identity.
+// LocalHost reads this host's identity (Identity), and the process's
+// working directory and user.
 func LocalHost() Host {
-	var h Host
-	h.Name, _ = os.Hostname()
-	h.BootID, h.PIDNS = hostIdentity()
+	h := Identity()
 	h.Cwd, _ = os.Getwd()
-	h.User = userName()
+	h.User = UserName()
 	return h
 }
 
-// userName names the effective user, by its uid when the password
+// Identity reads this host's name, boot and PID namespace: only what the
+// kernel answers, so that it can be read while the ledger is locked. The
+// working directory (a stat, which a hung network file system holds) and
+// the user's name (which a cgo build asks of the system's directory
+// services) are not: either could hold up every run waiting for the lock.
+func Identity() Host {
+	var h Host
+	h.Name, _ = os.Hostname()
+	h.BootID, h.PIDNS = hostIdentity()
+	return h
+}
+
+// UserName names the effective user, by its uid when the password
 // database does not know it.
-func userName() string {
+func UserName() string {
 	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil {
 		return u.Username
 	}

@@ -27,10 +27,20 @@ func waitPolicy() backoff.Policy {
 // holder looks done (finished, lease expired, or dead on this host). It
 // returns when the last request was sent: the lease runs from then.
 func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, time.Time, error) {
+	var self *ledger.Owner
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
-		RerunFailed: o.RerunFailed, Owner: r.Host.Self(), Lease: o.Lease, OwnerDead: r.Host.OwnerDead,
-		Cwd: r.Host.Cwd, User: r.Host.User,
+		RerunFailed: o.RerunFailed, Lease: o.Lease,
+		OwnerDead: func(o ledger.Owner) bool { return r.host().OwnerDead(o) },
+		// Looked up only by a reservation that writes them: a replay
+		// never does.
+		Identify: func() (ledger.Owner, string, string) {
+			h := r.host()
+			if self == nil {
+				self = new(h.Self())
+			}
+			return *self, h.Cwd, h.User
+		},
 	}
 	w := &waiter{r: r, o: o, ctx: ctx, started: started}
 	if o.WaitTimeout > 0 {
@@ -129,7 +139,7 @@ func (w *waiter) await() (*ledger.Reservation, time.Time, error) {
 			// --ttl): replay it rather than run again.
 			return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, now, nil
 		}
-		if !rec.Live(now, r.Host.OwnerDead) {
+		if !rec.Live(now, r.host().OwnerDead) {
 			return nil, now, nil
 		}
 		w.holder = rec

@@ -61,7 +61,7 @@ func (inv *invocation) removeRetryAfter() {
 		inv.retryAsked = true
 	}
 	if inv.retryAsked {
-		reclaimRetryAfter(inv.retryDir, inv.r.Host.PIDNS)
+		reclaimRetryAfter(inv.retryDir, inv.r.host().PIDNS)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -164,9 +165,13 @@ func (o Options) progress(e Event) {
 // Runner runs invocations against one ledger.
 type Runner struct {
 	Ledger ledger.Ledger
-	Host   Host
-	Clock  Clock
-	Rand   backoff.Rand
+	// Host is the machine the run is on; LookupHost, when set, finds it
+	// instead, the first time a step needs it (see host). The lookup
+	// reads /proc, and a replay needs nothing of it.
+	Host       Host
+	LookupHost func() Host
+	Clock      Clock
+	Rand       backoff.Rand
 	// Signals delivers SIGINT, SIGTERM and SIGHUP sent to idem; they are
 	// forwarded to the child's group. Nil: none.
 	Signals <-chan os.Signal
@@ -183,6 +188,17 @@ type Runner struct {
 	// uses (the ledger's owner, when idem runs as another user): see
 	// procs.Lock. The Finder is given them as well (procs.New).
 	TrustedUIDs []int
+
+	hostOnce sync.Once // LookupHost's call (see host)
+}
+
+// host is the machine the run is on: Host, or LookupHost's answer,
+// looked up once.
+func (r *Runner) host() *Host {
+	if r.LookupHost != nil {
+		r.hostOnce.Do(func() { r.Host = r.LookupHost() })
+	}
+	return &r.Host
 }
 
 // Result is what an invocation did.

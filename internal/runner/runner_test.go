@@ -85,6 +85,47 @@ func options(key string, argv ...string) (Options, *bytes.Buffer, *bytes.Buffer)
 	}, &stdout, &stderr
 }
 
+// TestHostLookedUpOnlyToRun: a run that starts its command looks the host
+// up once, records it as the owner with its directory and user, and
+// gives the command idem's environment; a replay of the key never looks
+// it up (it would read /proc for nothing).
+func TestHostLookedUpOnlyToRun(t *testing.T) {
+	l := openLedger(t)
+	host := LocalHost()
+	host.Cwd, host.User = "/srv/lookup", "lookup-user"
+	lookups := 0
+	runner := func() *Runner {
+		r := newRunner(l, nil)
+		r.Host, r.LookupHost = Host{}, func() Host { lookups++; return host }
+		return r
+	}
+	o, stdout, _ := options("host:lookup", "sh", "-c", `echo "$IDEM_KEY"`)
+	res, err := runner().Run(context.Background(), o)
+	if err != nil || res.Replayed || stdout.String() != "host:lookup\n" {
+		t.Fatalf("first run: %+v, %v, stdout %q; want a run that printed its key", res, err, stdout.String())
+	}
+	if lookups != 1 {
+		t.Errorf("a run looked the host up %d times, want 1", lookups)
+	}
+	rec, err := l.Get(context.Background(), o.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Owner.Host != host.Name || rec.Owner.BootID != host.BootID || rec.Owner.PIDNS != host.PIDNS ||
+		rec.Owner.PID != os.Getpid() || rec.Cwd != host.Cwd || rec.User != host.User {
+		t.Errorf("recorded owner %+v, cwd %q, user %q; want the looked-up host %+v and this process", rec.Owner, rec.Cwd, rec.User, host)
+	}
+	lookups = 0
+	o, _, _ = options("host:lookup", "sh", "-c", `echo "$IDEM_KEY"`)
+	res, err = runner().Run(context.Background(), o)
+	if err != nil || !res.Replayed {
+		t.Fatalf("second run: %+v, %v; want a replay", res, err)
+	}
+	if lookups != 0 {
+		t.Errorf("a replay looked the host up %d times, want 0", lookups)
+	}
+}
+
 // TestRenewalIOErrorRetried: renewals that fail with an I/O error are
 // retried; the attempt goes on and is recorded once the ledger recovers.
 func TestRenewalIOErrorRetried(t *testing.T) {

@@ -62,7 +62,7 @@ func (inv *invocation) attempt(ctx context.Context) (*attemptEnd, error) {
 
 	// The group is recorded for operators with the first renewal (the
 	// claim just renewed the lease; nothing depends on this write).
-	st, _ := r.Host.stat(c.pgid)
+	st, _ := r.host().stat(c.pgid)
 	defer func() { inv.pending = nil }()
 	s := &supervisor{inv: inv, ctx: ctx, c: c, end: end, exited: exited, cancelled: ctx.Done()}
 	s.arm()
@@ -171,7 +171,7 @@ func (s *supervisor) supervise() (*attemptEnd, error) {
 func (s *supervisor) childExited(code int) bool {
 	s.exited = nil
 	s.end.code = code
-	if !s.stopping || !s.inv.r.Host.groupLive(s.c.pgid) {
+	if !s.stopping || !s.inv.r.host().groupLive(s.c.pgid) {
 		return true
 	}
 	s.poll = s.inv.r.Clock.After(groupPoll)
@@ -180,7 +180,7 @@ func (s *supervisor) childExited(code int) bool {
 
 // groupPolled: the attempt is over once the stopped group is gone.
 func (s *supervisor) groupPolled() bool {
-	if !s.inv.r.Host.groupLive(s.c.pgid) {
+	if !s.inv.r.host().groupLive(s.c.pgid) {
 		return true
 	}
 	s.poll = s.inv.r.Clock.After(groupPoll)
@@ -297,7 +297,7 @@ func (s *supervisor) lose(e *LeaseLapsedError) bool {
 	select {
 	case code := <-s.exited:
 		s.exited, s.end.code = nil, code
-		if !s.inv.r.Host.groupLive(s.c.pgid) {
+		if !s.inv.r.host().groupLive(s.c.pgid) {
 			s.poll = s.inv.r.Clock.After(0)
 			return false
 		}
@@ -321,7 +321,7 @@ func (s *supervisor) kill() bool {
 		s.exited, s.end.code = nil, code
 	default:
 	}
-	ran := s.exited != nil || s.inv.r.Host.groupLive(s.c.pgid)
+	ran := s.exited != nil || s.inv.r.host().groupLive(s.c.pgid)
 	s.inv.abort(s.c, s.exited)
 	return ran
 }
@@ -409,7 +409,7 @@ func (inv *invocation) abort(c *child, exited <-chan int) {
 		<-exited
 	}
 	giveUp := inv.r.Clock.After(inv.o.KillGrace)
-	for inv.r.Host.groupLive(c.pgid) {
+	for inv.r.host().groupLive(c.pgid) {
 		select {
 		case <-giveUp:
 			return // unkillable (uninterruptible sleep): nothing more to do

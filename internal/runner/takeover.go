@@ -50,7 +50,7 @@ type scan struct {
 func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *invocation) (int, error) {
 	finder := r.Procs
 	if finder == nil {
-		finder = pidOnly{r.Host}
+		finder = pidOnly{*r.host()}
 	}
 	idem, isIdem := r.abandonedIdem(finder, s.ab, s.before.Key)
 	if r.Procs == nil && !isIdem {
@@ -125,10 +125,10 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 // only the lock shows the process is the key's idem. An owner that holds
 // no lock has started no command; it finds its lease lost at its claim.
 func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner, key string) (procs.Process, bool) {
-	if ab == nil || r.Host.BootID == "" || ab.BootID != r.Host.BootID {
+	if ab == nil || r.host().BootID == "" || ab.BootID != r.host().BootID {
 		return procs.Process{}, false
 	}
-	p, ok := finder.Owner(r.Host.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+	p, ok := finder.Owner(r.host().PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
 	if !ok || r.Procs == nil {
 		return p, ok // pid and start time are all this platform tells
 	}

@@ -201,6 +201,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(*env)
 	}{
 		{"ReserveNew", testReserveNew},
+		{"IdentifiedOnlyWhenWritten", testIdentify},
 		{"GetUnknown", testGetUnknown},
 		{"BusyWhileLeaseLive", testBusy},
 		{"MismatchInEveryState", nil}, // table below, one store per state
@@ -263,6 +264,45 @@ func testReserveNew(e *env) {
 		t.Errorf("attempt %+v, want n 1, token %d, running", a, res.Token)
 	}
 	e.checkTime("attempt Started", h[0].Started, start)
+}
+
+// testIdentify: a request that leaves its owner, directory and user to
+// Identify has them recorded by the reservation that runs (a new key, and
+// a failed one run again), and a replay, which writes none of them, never
+// asks for them.
+func testIdentify(e *env) {
+	t := e.t
+	const key = "evt:identify"
+	asked := 0
+	req := request(key, ledger.Owner{})
+	req.Identify = func() (ledger.Owner, string, string) {
+		asked++
+		return ownerA, "/srv/app", "deploy"
+	}
+	res := e.reserve(req)
+	e.mustOutcome(res, ledger.Reserved)
+	if rec := e.get(key); asked == 0 || rec.Owner != ownerA || rec.Cwd != "/srv/app" || rec.User != "deploy" {
+		t.Fatalf("new key: Identify asked %d times; record owner %+v, cwd %q, user %q; want ownerA, /srv/app, deploy",
+			asked, rec.Owner, rec.Cwd, rec.User)
+	}
+	e.finish(key, res, ledger.StatusFailed, 3, ledger.ClassPermanent)
+	asked = 0
+	for i := 0; i < 2; i++ {
+		e.mustOutcome(e.reserve(req), ledger.Replay)
+	}
+	if asked != 0 {
+		t.Errorf("two replays asked Identify %d times, want 0", asked)
+	}
+	req.RerunFailed = true
+	req.Identify = func() (ledger.Owner, string, string) {
+		asked++
+		return ownerB, "/srv/other", "ops"
+	}
+	e.mustOutcome(e.reserve(req), ledger.Reserved)
+	if rec := e.get(key); asked == 0 || rec.Owner != ownerB || rec.Cwd != "/srv/other" || rec.User != "ops" {
+		t.Errorf("failed key run again: Identify asked %d times; record owner %+v, cwd %q, user %q; want ownerB, /srv/other, ops",
+			asked, rec.Owner, rec.Cwd, rec.User)
+	}
 }
 
 func testGetUnknown(e *env) {

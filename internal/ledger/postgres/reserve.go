@@ -73,7 +73,7 @@ func (p *Ledger) reserveFate(ctx context.Context, req ledger.ReserveRequest, err
 		rctx, cancel = context.WithDeadline(rctx, d)
 	}
 	defer cancel()
-	o := req.Owner
+	o, _, _ := req.Who()
 	res := &ledger.Reservation{Outcome: ledger.Reserved}
 	rerr := p.db.QueryRow(rctx, p.q(`SELECT r.token, a.n, a.id FROM {schema}.records r
 		JOIN {schema}.attempts a ON a.key = r.key AND a.token = r.token
@@ -118,7 +118,7 @@ func (p *Ledger) replayFinal(ctx context.Context, req ledger.ReserveRequest) (*l
 // create claims a key that has no record, with its first attempt, in one
 // statement; nil when the key has a record.
 func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveRequest, command []byte, now any) (*ledger.Reservation, error) {
-	o := req.Owner
+	o, cwd, user := req.Who()
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Attempt: 1}
 	err := q.QueryRow(ctx, p.q(`WITH c AS (SELECT `+nowSQL(11)+` AS now, pg_catalog.set_config('synchronous_commit', $14, true) AS sync), rec AS (
 			INSERT INTO {schema}.records (key, fingerprint, command, status, attempts, max_attempts, token,
@@ -132,7 +132,7 @@ func (p *Ledger) create(ctx context.Context, q queryRower, req ledger.ReserveReq
 		SELECT key, 1, token, $5, $8, started FROM rec
 		RETURNING token, id`),
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts,
-		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, req.Cwd, req.User, p.syncCommit).Scan(&res.Token, &res.AttemptID)
+		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), micros(req.Lease), now, cwd, user, p.syncCommit).Scan(&res.Token, &res.AttemptID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -250,7 +250,7 @@ func (st *reserveSteps) Abandon(ctx context.Context) error {
 // done.
 func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
 	req, now := st.req, st.now
-	o := req.Owner
+	o, cwd, user := req.Who()
 	res := &ledger.Reservation{Outcome: ledger.Reserved, Prev: prev}
 	err := st.tx.QueryRow(ctx, st.p.q(`WITH rec AS (
 			UPDATE {schema}.records SET status = 'in_progress', attempts = $2, max_attempts = $3, token = pg_catalog.nextval('{schema}.tokens'),
@@ -263,7 +263,7 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 		SELECT key, attempts, token, $4, $7, $9 FROM rec
 		RETURNING token, n, id`),
 		req.Key, done+1, req.MaxAttempts, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now, micros(req.Lease),
-		req.Cwd, req.User, boolInt(abandoned)).
+		cwd, user, boolInt(abandoned)).
 		Scan(&res.Token, &res.Attempt, &res.AttemptID)
 	if err != nil {
 		return nil, err

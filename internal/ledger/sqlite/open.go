@@ -49,7 +49,7 @@ type Ledger struct {
 	mu   sync.Mutex
 	full bool
 	// bootID names the boot this process runs in, for the token mark:
-	// the caller's (ReserveRequest.Owner.BootID), or, where that is
+	// the reserving owner's (see reserveSteps.who), or, where that is
 	// unknown, one made up for this process, so that each process then
 	// counts as a new boot (its first reservation jumps past the mark).
 	bootID string

@@ -13,7 +13,6 @@ import (
 // ledger.Decide says, in one BEGIN IMMEDIATE transaction.
 func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
 	var res *ledger.Reservation
-	s.setBoot(req.Owner.BootID)
 	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
 		res, st.count = nil, false
@@ -95,8 +94,18 @@ func (st *reserveSteps) Close(ctx context.Context) error {
 	return err
 }
 
+// who is the request's owner, directory and user (see
+// ledger.ReserveRequest.Who): asked for only by the steps that draw a
+// token, which is drawn under the owner's boot (see nextToken).
+func (st *reserveSteps) who() (o ledger.Owner, cwd, user string) {
+	o, cwd, user = st.req.Who()
+	st.s.setBoot(o.BootID)
+	return o, cwd, user
+}
+
 // Abandon implements ledger.Steps.
 func (st *reserveSteps) Abandon(ctx context.Context) error {
+	st.who()
 	token, err := st.s.nextToken(ctx, st.tx)
 	if err != nil {
 		return err
@@ -125,6 +134,7 @@ func deleteKey(ctx context.Context, tx querier, key string) error {
 // Create implements ledger.Steps.
 func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error) {
 	tx, req, now := st.tx, &st.req, st.now
+	o, cwd, user := st.who()
 	token, err := st.s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -136,7 +146,6 @@ func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error)
 	if err != nil {
 		return nil, err
 	}
-	o := req.Owner
 	nowMS := now.UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO records (key, fingerprint, command, status, attempts, max_attempts, token,
 		owner_host, owner_boot_id, owner_pidns, owner_pid, owner_start, lease_expires_ms, created_ms, started_ms, updated_ms,
@@ -144,7 +153,7 @@ func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error)
 		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		req.Key, req.Fingerprint, string(command), req.MaxAttempts, token,
 		o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime), now.Add(req.Lease).UnixMilli(), nowMS, nowMS, nowMS,
-		req.Cwd, req.User); err != nil {
+		cwd, user); err != nil {
 		return nil, err
 	}
 	id, err := insertAttempt(ctx, tx, req.Key, 1, token, o, now)
@@ -158,6 +167,7 @@ func (st *reserveSteps) Create(ctx context.Context) (*ledger.Reservation, error)
 // done.
 func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapshot, abandoned bool) (*ledger.Reservation, error) {
 	tx, req, now := st.tx, &st.req, st.now
+	o, cwd, user := st.who()
 	token, err := st.s.nextToken(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -165,7 +175,6 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 	if err := readOutputPath(ctx, tx, req.Key); err != nil {
 		return nil, err
 	}
-	o := req.Owner
 	n := done + 1
 	nowMS := now.UnixMilli()
 	if _, err := tx.ExecContext(ctx, `UPDATE records SET status = 'in_progress', attempts = ?, max_attempts = ?, token = ?,
@@ -173,7 +182,7 @@ func (st *reserveSteps) Take(ctx context.Context, done int, prev *ledger.Snapsho
 		lease_expires_ms = ?, started_ms = ?, updated_ms = ?, finished_ms = NULL, expires_ms = NULL,
 		run_cwd = ?, run_user = ?, att_abandoned = att_abandoned + ? WHERE key = ?`,
 		n, req.MaxAttempts, token, o.Host, o.BootID, int64(o.PIDNS), o.PID, int64(o.StartTime),
-		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, req.Cwd, req.User, abandoned, req.Key); err != nil {
+		now.Add(req.Lease).UnixMilli(), nowMS, nowMS, cwd, user, abandoned, req.Key); err != nil {
 		return nil, err
 	}
 	id, err := insertAttempt(ctx, tx, req.Key, n, token, o, now)
