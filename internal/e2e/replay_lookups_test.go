@@ -22,8 +22,12 @@ func TestHostReadOnlyToRun(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ledger.db")
 	identity := regexp.MustCompile(`"(/proc/sys/kernel/random/boot_id|/proc/self/ns/pid|/proc/[0-9]+/stat)"`)
-	where := regexp.MustCompile(`getcwd\(|newfstatat\(AT_FDCWD, "\."|"/etc/passwd"`)
-	traced := func(name string) (ids, underLock, before []string) {
+	reads := regexp.MustCompile(`getcwd\(|newfstatat\(AT_FDCWD, "\."|"/etc/passwd"`)
+	// traced runs the key under strace and returns the identity files
+	// read, the lines of the reads of the directory and the user, and the
+	// lines where the write lock that the first identity read was made
+	// under was taken and released (0: none).
+	traced := func(name string) (ids []string, where []int, lock, unlock int) {
 		t.Helper()
 		trace := filepath.Join(dir, name+".trace")
 		p := run(t, clean(nil, strace, "-f", "-qq", "-o", trace, "-e", "trace=%file,fcntl,getcwd",
@@ -35,36 +39,48 @@ func TestHostReadOnlyToRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		locked := false
-		for _, line := range strings.Split(string(b), "\n") {
+		locked := 0 // the line of the write lock held, 0: none
+		for i, line := range strings.Split(string(b), "\n") {
+			n := i + 1
 			switch {
 			case strings.Contains(line, "F_WRLCK") && strings.Contains(line, "l_start=120,"):
-				locked = true
+				locked = n
 			case strings.Contains(line, "F_UNLCK") && strings.Contains(line, "l_start=120,"):
-				locked = false
+				if locked != 0 && locked == lock && unlock == 0 {
+					unlock = n
+				}
+				locked = 0
 			}
 			if m := identity.FindStringSubmatch(line); m != nil {
+				if len(ids) == 0 {
+					lock = locked
+				}
 				ids = append(ids, m[1])
 			}
-			if m := where.FindString(line); m != "" {
-				if locked {
-					underLock = append(underLock, m)
-				} else {
-					before = append(before, m)
-				}
+			if reads.MatchString(line) {
+				where = append(where, n)
 			}
 		}
-		return ids, underLock, before
+		return ids, where, lock, unlock
 	}
-	ids, underLock, before := traced("run")
-	if len(ids) < 3 {
-		t.Fatalf("the run read %q; want the boot id, the PID namespace and its stat", ids)
+	ids, where, lock, unlock := traced("run")
+	if len(ids) < 3 || lock == 0 || unlock == 0 {
+		t.Fatalf("the run read %q (under the write lock of lines %d to %d); want the boot id, the PID namespace and its stat, under the lock",
+			ids, lock, unlock)
 	}
-	if len(underLock) != 0 || len(before) < 2 {
-		t.Errorf("the run read its directory and user %q under the write lock and %q before it; want all before",
-			underLock, before)
+	before := 0
+	for _, n := range where {
+		if n > lock && n < unlock {
+			t.Errorf("the run read its directory or user at line %d, under the write lock of lines %d to %d", n, lock, unlock)
+		}
+		if n < lock {
+			before++
+		}
 	}
-	if ids, _, _ := traced("replay"); len(ids) != 0 {
+	if before < 2 {
+		t.Errorf("the run read its directory and user at lines %v; want both before the write lock taken at line %d", where, lock)
+	}
+	if ids, _, _, _ := traced("replay"); len(ids) != 0 {
 		t.Errorf("the replay read %q; want none of them", ids)
 	}
 }

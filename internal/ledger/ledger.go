@@ -214,14 +214,17 @@ type ReserveRequest struct {
 	Cwd, User string
 	// Identify, when set, gives Owner, Cwd and User instead (see Who).
 	// Finding the owner reads /proc, which a replay would pay for
-	// nothing: a backend asks only when it writes them.
+	// nothing: a backend asks only when it may write them.
 	Identify func() (Owner, string, string)
 }
 
 // Who is the owner, the directory and the user the reservation records:
 // Identify's answer when it is set, else the request's own fields. A
-// backend calls it only where it writes them (a new owner, or a token,
-// which is drawn under the owner's boot), never for a replay.
+// backend calls it where it may write them (a new owner, or a token,
+// which is drawn under the owner's boot), never for the replay of a
+// recorded outcome. SQLite calls it once it knows it will; PostgreSQL
+// also for the claim of a new key that it tries before it reads the
+// record, which a busy key or another command's refuses.
 func (r *ReserveRequest) Who() (o Owner, cwd, user string) {
 	if r.Identify != nil {
 		return r.Identify()

@@ -91,8 +91,9 @@ func options(key string, argv ...string) (Options, *bytes.Buffer, *bytes.Buffer)
 // it up (it would read /proc for nothing).
 func TestHostLookedUpOnlyToRun(t *testing.T) {
 	l := openLedger(t)
-	host := LocalHost()
-	host.Cwd, host.User = "/srv/lookup", "lookup-user"
+	// An identity no other source gives: the record shows it came from
+	// the lookup.
+	host := Host{Name: "lookup-host", BootID: "lookup-boot", PIDNS: 4242, Cwd: "/srv/lookup", User: "lookup-user"}
 	lookups := 0
 	runner := func() *Runner {
 		r := newRunner(l, nil)

@@ -178,3 +178,69 @@ func TestSQLiteRestoredBackupHandsOutNewTokens(t *testing.T) {
 		t.Errorf("journal_mode of the restored ledger: %q %v, want wal", mode, err)
 	}
 }
+
+// TestSQLiteTokensUnderOwnersBoot: a process whose first token is drawn
+// by a step other than a new key's (a failed key run again, a dead
+// owner's spent key ended) draws it under its owner's boot, which asks
+// for the owner only then (Identify): the count goes on from the mark
+// that boot wrote, where under a boot of its own it would jump past the
+// mark and commit a new one with an fsync.
+func TestSQLiteTokensUnderOwnersBoot(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	open := func() *sqlite.Ledger {
+		t.Helper()
+		l, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	owner := ledger.Owner{Host: "h", BootID: "boot-a", PID: os.Getpid()}
+	request := func(key string, maxAttempts int) ledger.ReserveRequest {
+		return ledger.ReserveRequest{Key: key, Fingerprint: "fp", Command: []string{"true"}, MaxAttempts: maxAttempts,
+			Lease: time.Minute, Identify: func() (ledger.Owner, string, string) { return owner, "/srv", "ops" }}
+	}
+	l := open()
+	failed := reserveOn(t, l, "evt:boot-failed", "boot-a")
+	if err := l.Finish(ctx, ledger.FinishRequest{Key: "evt:boot-failed", Token: failed.Token, AttemptID: failed.AttemptID,
+		Status: ledger.StatusFailed, ExitCode: 2, ExitSource: "child", Class: ledger.ClassPermanent}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.Reserve(ctx, request("evt:boot-held", 1))
+	if err != nil || held.Outcome != ledger.Reserved {
+		t.Fatalf("Reserve: %+v, %v", held, err)
+	}
+	last := held.Token
+	l.Close()
+
+	for _, step := range []struct {
+		name string
+		req  ledger.ReserveRequest
+	}{
+		{"a failed key run again", func() ledger.ReserveRequest {
+			r := request("evt:boot-failed", 3)
+			r.RerunFailed = true
+			return r
+		}()},
+		{"a dead owner's spent key ended", func() ledger.ReserveRequest {
+			r := request("evt:boot-held", 1)
+			r.OwnerDead = func(ledger.Owner) bool { return true }
+			return r
+		}()},
+	} {
+		l := open()
+		if _, err := l.Reserve(ctx, step.req); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		rec, err := l.Get(ctx, step.req.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Token != last+1 {
+			t.Errorf("%s: token %d after %d; want the next one, drawn under the owner's boot", step.name, rec.Token, last)
+		}
+		last = rec.Token
+		l.Close()
+	}
+}
