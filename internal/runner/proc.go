@@ -29,15 +29,6 @@ type Host struct {
 	Cwd, User string
 }
 
-// LocalHost reads this host's identity (Identity), and the process's
-// working directory and user.
-func LocalHost() Host {
-	h := Identity()
-	h.Cwd, _ = os.Getwd()
-	h.User = UserName()
-	return h
-}
-
 // Identity reads this host's name, boot and PID namespace: only what the
 // kernel answers, so that it can be read while the ledger is locked. The
 // working directory (a stat, which a hung network file system holds) and

@@ -13,6 +13,15 @@ import (
 	"github.com/idemhq/idem/internal/ledger"
 )
 
+// LocalHost is this host as idem run finds it (cmd's hostLookup), all at
+// once: its identity, and the process's working directory and user.
+func LocalHost() Host {
+	h := Identity()
+	h.Cwd, _ = os.Getwd()
+	h.User = UserName()
+	return h
+}
+
 // fakeProc is a hand-made /proc: one stat file per pid.
 type fakeProc struct {
 	t   *testing.T
