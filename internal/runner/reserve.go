@@ -27,7 +27,6 @@ func waitPolicy() backoff.Policy {
 // holder looks done (finished, lease expired, or dead on this host). It
 // returns when the last request was sent: the lease runs from then.
 func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.Time) (*ledger.Reservation, time.Time, error) {
-	var self *ledger.Owner
 	req := ledger.ReserveRequest{
 		Key: o.Key, Fingerprint: o.Fingerprint, Command: o.Argv, MaxAttempts: o.MaxAttempts,
 		RerunFailed: o.RerunFailed, Lease: o.Lease,
@@ -36,10 +35,7 @@ func (r *Runner) reserve(ctx context.Context, o Options, started, deadline time.
 		// never does.
 		Identify: func() (ledger.Owner, string, string) {
 			h := r.host()
-			if self == nil {
-				self = new(h.Self())
-			}
-			return *self, h.Cwd, h.User
+			return h.Self(), h.Cwd, h.User
 		},
 	}
 	w := &waiter{r: r, o: o, ctx: ctx, started: started}
