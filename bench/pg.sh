@@ -35,6 +35,10 @@ idem=$out/idem
 db=$work/pg-bench.db
 export NO_COLOR=1 IDEM_LEDGER_SCHEMA=idem_bench
 unset IDEM_LEDGER
+# The run-lock files of these throwaway ledgers (one per schema made) go
+# to a state directory of the benchmark's, not the user's.
+export XDG_STATE_HOME=$PWD/$work/state
+rm -rf "$XDG_STATE_HOME" && mkdir -p "$XDG_STATE_HOME"
 drop() { psql -qX "$pg" -c 'DROP SCHEMA IF EXISTS idem_bench CASCADE' -c 'DROP SCHEMA IF EXISTS idem_bench_base CASCADE' 2>/dev/null; }
 drop
 trap drop EXIT
