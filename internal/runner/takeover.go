@@ -125,10 +125,14 @@ func (r *Runner) stopRun(ctx context.Context, s scan, grace time.Duration, inv *
 // only the lock shows the process is the key's idem. An owner that holds
 // no lock has started no command; it finds its lease lost at its claim.
 func (r *Runner) abandonedIdem(finder procs.Finder, ab *ledger.Owner, key string) (procs.Process, bool) {
-	if ab == nil || r.host().BootID == "" || ab.BootID != r.host().BootID {
+	if ab == nil {
 		return procs.Process{}, false
 	}
-	p, ok := finder.Owner(r.host().PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
+	h := r.host()
+	if h.BootID == "" || ab.BootID != h.BootID {
+		return procs.Process{}, false
+	}
+	p, ok := finder.Owner(h.PIDNS, ab.PIDNS, ab.PID, ab.StartTime)
 	if !ok || r.Procs == nil {
 		return p, ok // pid and start time are all this platform tells
 	}
