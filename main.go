@@ -6,7 +6,8 @@
 // It links only the SQLite ledger, so that a run on a ledger file pays for
 // nothing else at start-up; an invocation on a PostgreSQL ledger, and a
 // run with monitor pings, is handed to idem-net (cmd/idem-net), installed
-// beside it.
+// beside it: from package initialisation when the command line says so
+// plainly (internal/handoff), else once cmd has read it.
 //
 // It builds on Linux, macOS and FreeBSD; on Windows the build stops at
 // unsupported_windows.go.
@@ -17,6 +18,7 @@ import (
 	"os"
 
 	"github.com/idemhq/idem/cmd"
+	"github.com/idemhq/idem/internal/handoff"
 	"github.com/idemhq/idem/internal/ledger/pgdsn"
 	"github.com/idemhq/idem/internal/location"
 	"github.com/idemhq/idem/internal/location/filebackend"
@@ -26,7 +28,7 @@ import (
 func main() {
 	probe.At("main")
 	backends := location.NewRegistry(filebackend.Backend{}).WithCompanion(location.Companion{
-		Name: "idem-net", Claims: pgdsn.Is, Kind: "a PostgreSQL ledger"})
+		Name: handoff.Name, Claims: pgdsn.Is, Kind: "a PostgreSQL ledger"})
 	code := cmd.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, cmd.Linked{Backends: backends})
 	probe.Exit()
 	os.Exit(code)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemhq/idem/internal/cmdline"
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/location"
 	"github.com/idemhq/idem/internal/monitor"
@@ -131,7 +132,7 @@ func subcommand(name string) func(*app) *cobra.Command {
 // but the root's --ledger and --color; "" otherwise (help, --version,
 // completion, man, a typo), and then the whole tree is built.
 func invoked(args []string) string {
-	if w := leadingWord(args); subcommand(w) != nil {
+	if w := cmdline.LeadingWord(args); subcommand(w) != nil {
 		return w
 	}
 	return ""
@@ -153,24 +154,6 @@ func versionOnly(args []string) bool {
 		}
 	}
 	return seen
-}
-
-// leadingWord is the first argument that is not the root's --ledger or
-// --color (or their values), when it is no flag: the word that names the
-// subcommand, or a typo of it; "" otherwise.
-func leadingWord(args []string) string {
-	for i := 0; i < len(args); i++ {
-		switch s := args[i]; {
-		case s == "--ledger" || s == "--color":
-			i++
-		case strings.HasPrefix(s, "--ledger=") || strings.HasPrefix(s, "--color="):
-		case strings.HasPrefix(s, "-"):
-			return ""
-		default:
-			return s
-		}
-	}
-	return ""
 }
 
 // newRootCmd builds the command tree for args: the root with only the
@@ -218,7 +201,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// "idem rn --key k": the typo, not the flag cobra met next, is the error.
-		if w := leadingWord(args); c == root && w != "" {
+		if w := cmdline.LeadingWord(args); c == root && w != "" {
 			if err := unknownCommand(c, []string{w}); err != nil {
 				return err
 			}

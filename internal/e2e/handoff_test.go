@@ -142,6 +142,41 @@ func TestHandOffToIdemNet(t *testing.T) {
 	}
 }
 
+// TestHandOffBeforeStartUp: a command line that plainly names a
+// PostgreSQL ledger, or pings, goes to idem-net from idem's package
+// initialisation, before SQLite's: the runtime's trace of package
+// initialisation (GODEBUG=inittrace=1) shows two programs started and
+// SQLite's C library initialised once, by idem-net (a hand-off from idem's
+// command would show it twice). A run on a file and a subcommand that
+// opens no ledger stay in idem.
+func TestHandOffBeforeStartUp(t *testing.T) {
+	dsn, _ := pgDatabase(t)
+	s := newHCServer(t)
+	idem := buildTagged(t, "", ".")
+	dir := t.TempDir()
+	file := "IDEM_LEDGER=" + filepath.Join(dir, "ledger.db")
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		args   []string
+		starts int // programs started in the process
+	}{
+		{"IDEM_LEDGER", []string{"IDEM_LEDGER=" + dsn}, []string{"run", "--key", "handoff:early", "--", "true"}, 2},
+		{"--ledger", []string{file}, []string{"--ledger=" + dsn, "inspect", "handoff:early"}, 2},
+		{"IDEM_PING_URL", []string{file, "IDEM_PING_URL=" + s.URL + "/early"}, []string{"run", "--key", "handoff:early-ping", "--", "true"}, 2},
+		{"a ledger file", []string{file}, []string{"run", "--key", "handoff:early-file", "--", "true"}, 1},
+		{"idem key", []string{"IDEM_LEDGER=" + dsn}, []string{"key", "handoff", "early"}, 1},
+	} {
+		env := append([]string{"NO_COLOR=1", "XDG_STATE_HOME=" + dir, "GODEBUG=inittrace=1"}, tc.env...)
+		p := run(t, inherit(env, idem, tc.args...)).expect(0)
+		starts := strings.Count(p.stderr, "init runtime @")
+		sqlite := strings.Count(p.stderr, "init modernc.org/libc @")
+		if starts != tc.starts || sqlite != 1 {
+			t.Errorf("%s: %d programs started and SQLite initialised %d times, want %d and once:\n%s", tc.name, starts, sqlite, tc.starts, p.stderr)
+		}
+	}
+}
+
 // TestHandOffWithoutIdemNet: an idem installed without idem-net beside it
 // says what is missing and where it belongs (74), and runs nothing; a
 // ledger file needs no idem-net.
