@@ -23,8 +23,25 @@ func (a *app) handOff(c location.Companion) error {
 		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("%s needs %s, and idem cannot find its own executable to look for it beside: %v", c.Kind, c.Name, err)}
 	}
 	path := filepath.Join(filepath.Dir(self), c.Name)
+	hint := fmt.Sprintf("install %s from the same idem release into %s (each release archive and package has both; from source: go install ./cmd/%s)", c.Name, filepath.Dir(self), c.Name)
+	if isSelf(path, self) {
+		// Executing it would start this idem again, for ever.
+		return &exitError{code: exitcode.IOErr, hint: hint,
+			msg: fmt.Sprintf("%s needs %s, but %s is this idem (a copy or a link of it), not %s", c.Kind, c.Name, path, c.Name)}
+	}
 	err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)
-	return &exitError{code: exitcode.IOErr,
-		msg:  fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err),
-		hint: fmt.Sprintf("install %s from the same idem release into %s (each release archive and package has both; from source: go install ./cmd/%s)", c.Name, filepath.Dir(self), c.Name)}
+	return &exitError{code: exitcode.IOErr, hint: hint,
+		msg: fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err)}
+}
+
+// isSelf reports whether the file at path is the executable self: idem
+// installed under the companion's name (a hard or symbolic link to it,
+// or a copy that the last exec ran as the companion).
+func isSelf(path, self string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	me, err := os.Stat(self)
+	return err == nil && os.SameFile(fi, me)
 }

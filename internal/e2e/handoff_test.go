@@ -199,6 +199,43 @@ func TestHandOffWithoutIdemNet(t *testing.T) {
 	run(t, inherit([]string{"IDEM_LEDGER=" + filepath.Join(dir, "l.db")}, idem, "run", "--key", "handoff:file", "--", "true")).expect(0)
 }
 
+// TestHandOffToItself: an idem-net that is idem itself (a copy, a hard
+// link, a symbolic link) would start idem again for ever; idem says so
+// (74) and runs nothing.
+func TestHandOffToItself(t *testing.T) {
+	built := buildTagged(t, "", ".")
+	for _, kind := range []string{"copy", "hard link", "symbolic link"} {
+		dir := t.TempDir()
+		idem, net := filepath.Join(dir, "idem"), filepath.Join(dir, "idem-net")
+		b, err := os.ReadFile(built)
+		if err != nil || os.WriteFile(idem, b, 0o755) != nil {
+			t.Fatal(err)
+		}
+		switch kind {
+		case "copy":
+			err = os.WriteFile(net, b, 0o755)
+		case "hard link":
+			err = os.Link(idem, net)
+		default:
+			err = os.Symlink("idem", net)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(dir, "ran")
+		c := inherit([]string{"IDEM_LEDGER=postgres://u@127.0.0.1:1/db", "NO_COLOR=1"}, idem, "run", "--key", "handoff:itself", "--", "touch", ran)
+		c.timeout = time.Minute
+		p := run(t, c).expect(74)
+		if !strings.Contains(p.stderr, "idem: error: a PostgreSQL ledger needs idem-net, but "+net+" is this idem (a copy or a link of it), not idem-net") ||
+			!strings.Contains(p.stderr, "idem: hint: install idem-net") {
+			t.Errorf("%s: no error saying idem-net is idem: %v", kind, p)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Errorf("%s: the command ran", kind)
+		}
+	}
+}
+
 // TestHandOffKeepsIgnoredHangup: under nohup, SIGHUP stays ignored across
 // the hand-off (idem installs no handler before it), so a hangup neither
 // stops the run nor reaches the command.

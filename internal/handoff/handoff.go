@@ -44,7 +44,9 @@ func init() {
 }
 
 // sameFile reports whether fi is the file at path: idem installed under
-// the companion's name, which would otherwise execute itself for ever.
+// the companion's name (a link to it; a copy, once the exec below has run
+// it), which would otherwise execute itself here for ever. idem's command
+// then says what is wrong.
 func sameFile(fi os.FileInfo, path string) bool {
 	self, err := os.Stat(path)
 	return err == nil && os.SameFile(fi, self)
