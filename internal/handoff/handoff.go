@@ -43,11 +43,11 @@ func init() {
 	_ = syscall.Exec(path, os.Args, os.Environ())
 }
 
-// sameFile reports whether fi is the file at path: idem installed under
-// the companion's name (a link to it; a copy, once the exec below has run
-// it), which would otherwise execute itself here for ever. idem's command
-// then says what is wrong.
-func sameFile(fi os.FileInfo, path string) bool {
-	self, err := os.Stat(path)
-	return err == nil && os.SameFile(fi, self)
+// sameFile reports whether fi is the executable exe: idem installed
+// under the companion's name (a link to it; a copy, once the exec below
+// has run it), which would otherwise execute itself here for ever. idem's
+// command then says what is wrong.
+func sameFile(fi os.FileInfo, exe string) bool {
+	me, err := os.Stat(exe)
+	return err == nil && os.SameFile(fi, me)
 }
