@@ -15,7 +15,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	var res *ledger.Reservation
 	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
-		res, st.count = nil, false
+		res, st.count, st.replay, st.counted = nil, false, nil, false
 		st.tx, st.now = tx, s.Now()
 		rec, err := getRecord(ctx, tx, st.req.Key, false)
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
@@ -23,38 +23,39 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		}
 		st.rec = rec
 		res, err = ledger.Execute(ctx, ledger.Decide(rec, st.req, st.now), rec, st)
-		if err == nil && (res.Outcome == ledger.Busy || res.Outcome == ledger.Replay && st.count) {
-			return errNothingWritten // a replay or a busy key writes nothing: not even the stamp
+		switch {
+		case err != nil:
+			return err
+		case res.Outcome == ledger.Busy:
+			return errNothingWritten // a busy key writes nothing: not even the stamp
+		case res.Outcome == ledger.Replay && st.count:
+			st.replay = res
+			if bumpReplays(ctx, tx, rec.Key, st.now) != nil {
+				return errNothingWritten // the replay, uncounted
+			}
+			st.counted = true
 		}
-		return err
+		return nil
 	})
+	if err != nil && st.replay != nil {
+		// A replay that changed nothing else: only its counter failed to
+		// land (a full disk, an I/O error at the commit). It loses one
+		// count, never the replay: the output is the recorded one, byte
+		// for byte, with no notice added, and the next write that matters
+		// (a run's reservation or outcome) reports the fault.
+		return st.replay, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	if res.Outcome == ledger.Replay {
-		if st.count {
-			s.countReplay(ctx, res.Record, st.now)
+		if st.counted {
+			st.rec.Replays++
+			st.rec.LastReplay = time.UnixMilli(st.now.UnixMilli())
 		}
 		s.trimWAL(ctx)
 	}
 	return res, nil
-}
-
-// countReplay counts a replay of rec that changed nothing else, in a
-// transaction of its own, after the one that read rec has ended: a replay
-// writes nothing but this counter, and a counter that cannot be written (a
-// full disk, an I/O error, a write lock held past the busy timeout) loses
-// one count, never the replay. Its error is dropped: the replay's output is
-// the recorded one, byte for byte, with no notice added, and the next
-// write that matters (a run's reservation or outcome) reports the fault.
-func (s *Ledger) countReplay(ctx context.Context, rec *ledger.Record, now time.Time) {
-	err := s.write(ctx, "count replay", func(ctx context.Context, tx querier) error {
-		return bumpReplays(ctx, tx, rec.Key, now)
-	})
-	if err == nil {
-		rec.Replays++
-		rec.LastReplay = time.UnixMilli(now.UnixMilli())
-	}
 }
 
 // reserveSteps are Reserve's ledger.Steps: its writes, in the transaction
@@ -66,8 +67,12 @@ type reserveSteps struct {
 	rec *ledger.Record
 	now time.Time
 	// count says the outcome is a replay that changed nothing, whose
-	// counter Reserve writes after the transaction (see countReplay).
-	count bool
+	// counter Reserve writes last in the transaction; replay is that
+	// replay once read, which Reserve returns uncounted when the
+	// transaction fails after that; counted says the counter was written.
+	count   bool
+	replay  *ledger.Reservation
+	counted bool
 }
 
 var _ ledger.Steps = (*reserveSteps)(nil)
@@ -214,9 +219,10 @@ func insertAttempt(ctx context.Context, tx querier, key string, n int, token int
 }
 
 // Replay implements ledger.Steps: the record as read, with its output.
-// A replay that changed nothing is counted after the transaction (see
-// countReplay); one that a step made final in this transaction is read
-// again and counted with the step's writes, which must land for it.
+// A replay that changed nothing is counted last in the transaction, by
+// Reserve, which replays it even when that count cannot land; one that a
+// step made final in this transaction is read again and counted with the
+// step's writes, which must land for it.
 func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reservation, error) {
 	rec := st.rec
 	if !changed {
