@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -84,5 +85,66 @@ func TestFullDiskReplays(t *testing.T) {
 	}
 	if _, err := os.Stat(mark); err == nil {
 		t.Errorf("a new key ran on a full disk, where its outcome could not be recorded")
+	}
+}
+
+// TestFullDiskReplayGivesWALBack: a -wal that grew past the trim while a
+// reader held it (idem metrics, inspect, another idem's --wait polls)
+// and a file system that then filled up. A replay, whose count cannot
+// land there, still replays, and its trim gives the -wal's space back,
+// so that a new key runs again (it needs its reservation and outcome
+// written) instead of being refused with 74 until someone frees space.
+func TestFullDiskReplayGivesWALBack(t *testing.T) {
+	idem := idemBin(t)
+	dir := smallFS(t, "8m")
+	path := filepath.Join(dir, "ledger.db")
+	replay := clean(nil, idem, "--ledger", path, "run", "--key", "job:small", "--", "echo", "hello")
+	if p := run(t, replay); p.code != 0 || p.stdout != "hello\n" {
+		t.Fatalf("first run: %v", p)
+	}
+	reader, err := sql.Open("sqlite", "file:"+uriPath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	tx, err := reader.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	// 8 KiB of -wal a counted replay: past the 256 KiB trim, which the
+	// reader's snapshot keeps from truncating it.
+	for i := range 48 {
+		if p := run(t, replay); p.code != 0 || p.stdout != "hello\n" {
+			t.Fatalf("replay %d beside a reader: %v", i, p)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil || fi.Size() < 256<<10 {
+		t.Fatalf("the -wal after replays beside a reader: %v, %v; want 256 KiB or more", fi, err)
+	}
+	fill(t, dir)
+	if p := run(t, replay); p.code != 0 || p.stdout != "hello\n" || strings.Contains(p.stderr, "error") {
+		t.Fatalf("replay on a full disk: %v; want 0, hello, no error", p)
+	}
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() != 0 {
+		t.Errorf("the -wal after a replay on a full disk: %v, %v; want it truncated", fi, err)
+	}
+	mark := filepath.Join(t.TempDir(), "ran")
+	p := run(t, clean(nil, idem, "--ledger", path, "run", "--key", "job:new-key", "--", "sh", "-c", `: > "$1"`, "sh", mark))
+	if p.code != 0 {
+		t.Errorf("a new key once the replay gave the -wal's space back: %v; want 0", p)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Errorf("the new key's command did not run: %v", err)
 	}
 }

@@ -37,22 +37,23 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		}
 		return nil
 	})
-	if err != nil && st.replay != nil {
+	switch {
+	case err != nil && st.replay != nil:
 		// A replay that changed nothing else: only its counter failed to
 		// land (a full disk, an I/O error at the commit). It loses one
 		// count, never the replay: the output is the recorded one, byte
 		// for byte, with no notice added, and the next write that matters
 		// (a run's reservation or outcome) reports the fault.
-		return st.replay, nil
-	}
-	if err != nil {
+		res = st.replay
+	case err != nil:
 		return nil, err
+	case st.counted:
+		st.rec.Replays++
+		st.rec.LastReplay = time.UnixMilli(st.now.UnixMilli())
 	}
 	if res.Outcome == ledger.Replay {
-		if st.counted {
-			st.rec.Replays++
-			st.rec.LastReplay = time.UnixMilli(st.now.UnixMilli())
-		}
+		// Counted or not: on a full disk, the trim is what gives the
+		// -wal's space back.
 		s.trimWAL(ctx)
 	}
 	return res, nil
