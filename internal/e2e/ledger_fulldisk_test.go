@@ -89,8 +89,8 @@ func TestFullDiskReplays(t *testing.T) {
 }
 
 // TestFullDiskReplayGivesWALBack: a -wal that grew past the trim while a
-// reader held it (idem metrics, inspect, another idem's --wait polls)
-// and a file system that then filled up. A replay, whose count cannot
+// reader held it (a long inspect or metrics of a big ledger, another
+// program reading it) and a file system that then filled up. A replay, whose count cannot
 // land there, still replays, and its trim gives the -wal's space back,
 // so that a new key runs again (it needs its reservation and outcome
 // written) instead of being refused with 74 until someone frees space.
