@@ -10,6 +10,9 @@
 #                           # build and bench/cmd/fill), e.g. an earlier
 #                           # commit's, for before/after
 #
+# For a change smaller than a round's spread, bench/abba.sh OLD NEW compares
+# two builds directly.
+#
 # Needs only Go, /bin/sh, cat and the tools it builds from bench/cmd.
 # Scratch files go to bench/out/ (ignored by git); the report is printed and
 # kept in bench/out/report.md.
