@@ -1,7 +1,8 @@
 // Package cmdline reads what an idem command line asks for before cobra
 // parses it: the subcommand it names, and whether idem-net must serve it.
-// It links nothing but the standard library's strings, so that idem can
-// ask it from package initialisation (internal/handoff).
+// It links nothing but the standard library's strings (pgdsn too needs
+// nothing else), so that idem can ask it from package initialisation
+// (internal/handoff).
 package cmdline
 
 import (

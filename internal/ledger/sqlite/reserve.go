@@ -15,7 +15,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	var res *ledger.Reservation
 	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
-		res, st.count, st.replay, st.counted = nil, false, nil, false
+		res, st.replay, st.counted = nil, nil, false
 		st.tx, st.now = tx, s.Now()
 		rec, err := getRecord(ctx, tx, st.req.Key, false)
 		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
@@ -28,8 +28,7 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 			return err
 		case res.Outcome == ledger.Busy:
 			return errNothingWritten // a busy key writes nothing: not even the stamp
-		case res.Outcome == ledger.Replay && st.count:
-			st.replay = res
+		case st.replay != nil:
 			if bumpReplays(ctx, tx, rec.Key, st.now) != nil {
 				return errNothingWritten // the replay, uncounted
 			}
@@ -67,11 +66,10 @@ type reserveSteps struct {
 	req ledger.ReserveRequest
 	rec *ledger.Record
 	now time.Time
-	// count says the outcome is a replay that changed nothing, whose
-	// counter Reserve writes last in the transaction; replay is that
-	// replay once read, which Reserve returns uncounted when the
-	// transaction fails after that; counted says the counter was written.
-	count   bool
+	// replay is the replay of a record that changed nothing, once read,
+	// whose counter Reserve writes last in the transaction; Reserve
+	// returns it uncounted when the transaction fails after that.
+	// counted says the counter was written.
 	replay  *ledger.Reservation
 	counted bool
 }
@@ -230,8 +228,8 @@ func (st *reserveSteps) Replay(ctx context.Context, changed bool) (*ledger.Reser
 		if err := readOutput(ctx, st.tx, rec); err != nil {
 			return nil, err
 		}
-		st.count = true
-		return &ledger.Reservation{Outcome: ledger.Replay, Record: rec}, nil
+		st.replay = &ledger.Reservation{Outcome: ledger.Replay, Record: rec}
+		return st.replay, nil
 	}
 	rec, err := getRecord(ctx, st.tx, st.req.Key, true)
 	if err != nil {
