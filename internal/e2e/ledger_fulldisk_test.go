@@ -148,3 +148,65 @@ func TestFullDiskReplayGivesWALBack(t *testing.T) {
 		t.Errorf("the new key's command did not run: %v", err)
 	}
 }
+
+// TestFullDiskReplayWithoutShm: a command that closes the ledger (purge,
+// backup) leaves it without its -wal and -shm: SQLite deletes both when
+// the last connection closes. If the file system then fills up, SQLite
+// cannot make the -shm again. A replay, which needs nothing written,
+// still replays; inspect still reads; a new key is refused with 74 and
+// runs nothing, and runs once space is freed.
+func TestFullDiskReplayWithoutShm(t *testing.T) {
+	idem := idemBin(t)
+	for _, closer := range [][]string{{"purge", "job:absent-key"}, {"backup", "BACKUP"}} {
+		t.Run(closer[0], func(t *testing.T) {
+			dir := smallFS(t, "8m")
+			path := filepath.Join(dir, "ledger.db")
+			replay := clean(nil, idem, "--ledger", path, "run", "--key", "job:small", "--", "sh", "-c", `echo hello; exit 3`)
+			if p := run(t, replay); p.code != 3 || p.stdout != "hello\n" {
+				t.Fatalf("first run: %v", p)
+			}
+			args := append([]string{"--ledger", path}, closer...)
+			if closer[1] == "BACKUP" {
+				args[len(args)-1] = filepath.Join(t.TempDir(), "copy.db")
+			}
+			if p := run(t, clean(nil, idem, args...)); p.code != 0 {
+				t.Fatalf("idem %s: %v", closer[0], p)
+			}
+			for _, f := range []string{"-wal", "-shm"} {
+				if _, err := os.Stat(path + f); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("after idem %s, the ledger's %s: %v; want it gone (the case under test)", closer[0], f, err)
+				}
+			}
+			fill(t, dir)
+			for i := 1; i <= 2; i++ {
+				if p := run(t, replay); p.code != 3 || p.stdout != "hello\n" ||
+					!strings.HasPrefix(p.stderr, "idem: replayed job:small: failed ") || strings.Contains(p.stderr, "error") {
+					t.Fatalf("replay %d on a full disk without a -shm: %v; want 3, hello and the replay's notice", i, p)
+				}
+			}
+			if p := run(t, clean(nil, idem, "--ledger", path, "inspect", "job:small")); p.code != 0 || !strings.Contains(p.stdout, "status:       failed") {
+				t.Errorf("inspect on a full disk without a -shm: %v; want 0 and the record", p)
+			}
+			mark := filepath.Join(t.TempDir(), "ran")
+			newKey := clean(nil, idem, "--ledger", path, "run", "--key", "job:new-key", "--", "sh", "-c", `: > "$1"`, "sh", mark)
+			if p := run(t, newKey); p.code != 74 || !strings.Contains(p.stderr, "-shm") || !strings.Contains(p.stderr, "idem: hint: check free space") {
+				t.Errorf("a new key on a full disk without a -shm: %v; want 74, the -shm named, a hint", p)
+			}
+			if _, err := os.Stat(mark); err == nil {
+				t.Fatalf("a new key ran on a full disk, where its outcome could not be recorded")
+			}
+			if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+				t.Fatal(err)
+			}
+			if p := run(t, newKey); p.code != 0 {
+				t.Errorf("the new key once space is freed: %v; want 0", p)
+			}
+			if _, err := os.Stat(mark); err != nil {
+				t.Errorf("the new key's command did not run once space was freed: %v", err)
+			}
+			if p := run(t, replay); p.code != 3 || p.stdout != "hello\n" {
+				t.Errorf("a replay once space is freed: %v", p)
+			}
+		})
+	}
+}

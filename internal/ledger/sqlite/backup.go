@@ -51,7 +51,7 @@ func (s *Ledger) Backup(ctx context.Context, dest string) error {
 // markBackup sets the token mark of the backup at abs to restoredBoot and
 // syncs the file and its directory entry.
 func markBackup(ctx context.Context, abs string) error {
-	db, err := sql.Open("sqlite", dsn(abs, false)+"&_pragma=synchronous(FULL)")
+	db, err := sql.Open("sqlite", dsn(abs, false, false)+"&_pragma=synchronous(FULL)")
 	if err == nil {
 		_, err = db.ExecContext(ctx, `UPDATE token_mark SET boot_id = ?`, restoredBoot)
 		if cerr := db.Close(); err == nil {

@@ -21,7 +21,7 @@ func TestNewLedgerWALBoundBeforeWrites(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", dsn(path, false))
+	db, err := sql.Open("sqlite", dsn(path, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,11 @@ func FuzzDSN(f *testing.F) {
 		f.Add(s)
 	}
 	// Both modes: the read-only DSN only adds a fixed parameter.
-	suffixes := map[bool]string{false: dsn("/x", false)[len("file:/x"):], true: dsn("/x", true)[len("file:/x"):]}
+	suffixes := map[bool]string{false: dsn("/x", false, false)[len("file:/x"):], true: dsn("/x", true, false)[len("file:/x"):]}
 	f.Fuzz(func(t *testing.T, abs string) {
 		for _, readOnly := range []bool{false, true} {
 			suffix := suffixes[readOnly]
-			d := dsn(abs, readOnly)
+			d := dsn(abs, readOnly, false)
 			path, ok := strings.CutPrefix(d, "file:")
 			if !ok {
 				t.Fatalf("dsn(%q) = %q: no file: scheme", abs, d)

@@ -55,6 +55,8 @@ func storeErr(op, path string, err error) error {
 			case 2058, 2314, 3594, 3850: // IOERR_UNLOCK, _RDLOCK, _CHECKRESERVEDLOCK, _LOCK
 				se.Err = fmt.Errorf("a lock on the ledger's files failed (SQLite code %d)", e.Code())
 				se.Hint = lockHint
+			case 4618, 4874, 5386: // IOERR_SHMOPEN, _SHMSIZE, _SHMMAP
+				se.Err = shmError{e}
 			}
 		case 13: // SQLITE_FULL
 			se.Err = errors.New("disk full")
@@ -81,6 +83,23 @@ func storeErr(op, path string, err error) error {
 		}
 	}
 	return se
+}
+
+// shmError is SQLite's failure to make, grow or map the ledger's -shm,
+// kept reachable for isShmFault.
+type shmError struct{ err *msqlite.Error }
+
+func (e shmError) Error() string {
+	return fmt.Sprintf("could not make or map the ledger's -shm file (SQLite code %d)", e.err.Code())
+}
+
+func (e shmError) Unwrap() error { return e.err }
+
+// isShmFault reports whether err is SQLite's failure to make, grow or map
+// the ledger's -shm (see shmError).
+func isShmFault(err error) bool {
+	var e shmError
+	return errors.As(err, &e)
 }
 
 // lockHint is for lock requests (fcntl) that fail.

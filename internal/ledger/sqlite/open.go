@@ -69,6 +69,10 @@ type Ledger struct {
 	// statement that writes it in every write transaction (setID).
 	id    uint32
 	stamp string
+	// replayOnly, when set, is why the connection is in exclusive
+	// locking mode (see open): Reserve then serves replays only, and
+	// returns it for anything else.
+	replayOnly error
 	// guard is the run guard as the last token drawn read it, for
 	// RunGuard to hand out once (see nextToken).
 	guard *ledger.RunGuard
@@ -142,7 +146,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		return nil, err
 	}
 	probe.At("ledger-files")
-	d := dsn(abs, opts.ReadOnly)
+	d := dsn(abs, opts.ReadOnly, false)
 	if opts.ReadOnly {
 		// A reader may not be able to create -wal and -shm (a directory it
 		// cannot write), and must not leave them behind as another user.
@@ -155,27 +159,29 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 			d += "&immutable=1"
 		}
 	}
-	db, err := sql.Open("sqlite", d)
-	if err != nil {
-		return nil, &ledger.StoreError{Op: "open", Path: abs, Err: err}
-	}
-	db.SetMaxOpenConns(1)
-	growStack(len(abs)) // before SQLite runs on this goroutine
-	conn, err := db.Conn(ctx)
-	if isReadFault(err) && ctx.Err() == nil {
-		// The connection's pragmas read the file: one transient EIO reads
-		// as a damaged page, so connect once more before calling it corrupt.
-		conn, err = db.Conn(ctx)
-	}
-	if err != nil {
-		db.Close()
-		return nil, storeErr("open", abs, err)
-	}
-	probe.At("ledger-connected")
-	s := &Ledger{path: abs, db: db, conn: conn, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64()),
+	s := &Ledger{path: abs, Now: time.Now, bootID: fmt.Sprintf("process:%d:%x", os.Getpid(), rand.Uint64()),
 		real: real, newEntries: !opts.ReadOnly && (created || !f.wal.exists)}
-	if err = s.checkSchema(ctx, migrations, opts.ReadOnly); err != nil {
-		s.Close()
+	err = s.connect(ctx, d, migrations, opts.ReadOnly)
+	switch {
+	case !isShmFault(err) || ctx.Err() != nil:
+	case opts.ReadOnly:
+		// As without a -wal (above): an empty one holds no commit.
+		if fi, serr := os.Stat(real + "-wal"); serr == nil && fi.Size() == 0 {
+			err = s.connect(ctx, d+"&immutable=1", migrations, true)
+		}
+	default:
+		// SQLite could not make or grow the -shm (a full disk or quota,
+		// after a close that deleted it). Connected in exclusive locking
+		// mode, it keeps the -wal's index in its own memory and needs no
+		// -shm, so a replay, which needs nothing written, still replays.
+		// That mode holds the ledger's lock until exit, so the
+		// connection serves replays only (see Reserve): a run would hold
+		// every other process off the ledger for as long as its command
+		// runs.
+		s.replayOnly = err
+		err = s.connect(ctx, dsn(abs, false, true), migrations, false)
+	}
+	if err != nil {
 		return nil, err
 	}
 	probe.At("ledger-checked")
@@ -190,6 +196,35 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	bindWAL(real) // one SQLite created meanwhile (another process removed idem's)
 	s.noteFiles(real)
 	return s, nil
+}
+
+// connect opens s's connection with the DSN d and checks the ledger's
+// schema; on error, nothing is left open.
+func (s *Ledger) connect(ctx context.Context, d string, migrations []ledger.Migration, readOnly bool) error {
+	db, err := sql.Open("sqlite", d)
+	if err != nil {
+		return &ledger.StoreError{Op: "open", Path: s.path, Err: err}
+	}
+	db.SetMaxOpenConns(1)
+	growStack(len(s.path)) // before SQLite runs on this goroutine
+	conn, err := db.Conn(ctx)
+	if isReadFault(err) && ctx.Err() == nil {
+		// The connection's pragmas read the file: one transient EIO reads
+		// as a damaged page, so connect once more before calling it corrupt.
+		conn, err = db.Conn(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return storeErr("open", s.path, err)
+	}
+	probe.At("ledger-connected")
+	s.db, s.conn = db, conn
+	if err := s.checkSchema(ctx, migrations, readOnly); err != nil {
+		s.Close()
+		s.db, s.conn = nil, nil
+		return err
+	}
+	return nil
 }
 
 // freshAfter is how old the main file's modification time may grow
@@ -258,7 +293,9 @@ func missingOrEmpty(abs string) bool {
 // user text can add URI or _pragma parameters, then our fixed parameters.
 // Reservations commit with synchronous=NORMAL; Finish switches to FULL.
 // A read-only ledger is opened with mode=ro: SQLite itself refuses writes.
-func dsn(abs string, readOnly bool) string {
+// With exclusive, the connection takes the ledger's lock in exclusive
+// locking mode, set before anything is read, and so uses no -shm.
+func dsn(abs string, readOnly, exclusive bool) string {
 	var b strings.Builder
 	b.WriteString("file:")
 	for i := 0; i < len(abs); i++ {
@@ -270,7 +307,11 @@ func dsn(abs string, readOnly bool) string {
 		}
 		fmt.Fprintf(&b, "%%%02X", c)
 	}
-	fmt.Fprintf(&b, "?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
+	b.WriteByte('?')
+	if exclusive {
+		b.WriteString("_pragma=locking_mode(EXCLUSIVE)&")
+	}
+	fmt.Fprintf(&b, "_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
 		busyTimeout, walTruncateAt)
 	b.WriteString(platformPragmas)
 	if readOnly {

@@ -26,6 +26,8 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		switch {
 		case err != nil:
 			return err
+		case s.replayOnly != nil && st.replay == nil:
+			return errNotReplay
 		case res.Outcome == ledger.Busy:
 			return errNothingWritten // a busy key writes nothing: not even the stamp
 		case st.replay != nil:
@@ -44,6 +46,8 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 		// for byte, with no notice added, and the next write that matters
 		// (a run's reservation or outcome) reports the fault.
 		res = st.replay
+	case errors.Is(err, errNotReplay):
+		return nil, s.replayOnly
 	case err != nil:
 		return nil, err
 	case st.counted:
@@ -57,6 +61,11 @@ func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledge
 	}
 	return res, nil
 }
+
+// errNotReplay is what Reserve's transaction returns, to be rolled back,
+// when a connection that serves replays only (see Ledger.replayOnly) was
+// asked for anything else: a fresh run, a takeover, a wait for a busy key.
+var errNotReplay = errors.New("not a replay")
 
 // reserveSteps are Reserve's ledger.Steps: its writes, in the transaction
 // that read the record rec (nil when there is none) at now.

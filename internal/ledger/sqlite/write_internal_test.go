@@ -172,7 +172,7 @@ func TestWriterSwitchesRollbackConnection(t *testing.T) {
 	}
 	// open's own switch, from the header it read, is not what is tested:
 	// the connection is made as open makes it, and its check runs.
-	db, err := sql.Open("sqlite", dsn(path, false))
+	db, err := sql.Open("sqlite", dsn(path, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}
