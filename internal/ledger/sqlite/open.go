@@ -70,8 +70,8 @@ type Ledger struct {
 	id    uint32
 	stamp string
 	// replayOnly, when set, is why the connection is in exclusive
-	// locking mode (see open): Reserve then serves replays only, and
-	// returns it for anything else.
+	// locking mode (see open): Reserve then serves one replay, returns
+	// replayOnly for anything else, and closes the connection.
 	replayOnly error
 	// guard is the run guard as the last token drawn read it, for
 	// RunGuard to hand out once (see nextToken).
@@ -174,8 +174,8 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		// after a close that deleted it). Connected in exclusive locking
 		// mode, it keeps the -wal's index in its own memory and needs no
 		// -shm, so a replay, which needs nothing written, still replays.
-		// That mode holds the ledger's lock until exit, so the
-		// connection serves replays only (see Reserve): a run would hold
+		// That mode holds the ledger's lock until the connection closes,
+		// so it serves one replay only (see Reserve): a run would hold
 		// every other process off the ledger for as long as its command
 		// runs.
 		s.replayOnly = err

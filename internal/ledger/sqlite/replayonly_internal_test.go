@@ -13,10 +13,11 @@ import (
 )
 
 // TestReplayOnlyConnection: the connection open falls back to when SQLite
-// cannot make the -shm (exclusive locking mode) uses no -shm, serves a
-// replay, and refuses a fresh key and a busy one with the reason it was
-// made, writing nothing: it holds every other process off the ledger
-// until it closes, which a run's command or a wait must not do.
+// cannot make the -shm (exclusive locking mode) uses no -shm and holds
+// every other process off the ledger until it closes. It serves a replay,
+// closing before the replay's output is written, and refuses a fresh key
+// and a busy one with the reason it was made, writing nothing: a run's
+// command or a wait must not hold the ledger.
 func TestReplayOnlyConnection(t *testing.T) {
 	ctx := context.Background()
 	l, path := newLedger(t)
@@ -39,36 +40,46 @@ func TestReplayOnlyConnection(t *testing.T) {
 	l.Close() // the last connection: SQLite deletes the -wal and the -shm
 
 	why := errors.New("the -shm could not be made")
-	r := &Ledger{path: path, real: path, Now: time.Now, bootID: "test", replayOnly: why}
-	if err := r.connect(ctx, dsn(path, false, true), migrations, false); err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	res, err = r.Reserve(ctx, req("evt:done"))
-	if err != nil || res.Outcome != ledger.Replay || string(res.Record.Stdout) != "hello\n" || res.Record.Replays != 1 {
-		t.Fatalf("replay on the replay-only connection: %+v, %v; want the replay, counted", res, err)
-	}
-	for _, key := range []string{"evt:fresh", "evt:busy"} {
-		if res, err := r.Reserve(ctx, req(key)); !errors.Is(err, why) {
-			t.Errorf("reserve %s on the replay-only connection: %+v, %v; want %v", key, res, err, why)
+	replayOnly := func() *Ledger {
+		t.Helper()
+		r := &Ledger{path: path, real: path, Now: time.Now, bootID: "test", replayOnly: why}
+		if err := r.connect(ctx, dsn(path, false, true), migrations, false); err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { r.Close() })
+		return r
 	}
+	r := replayOnly()
 	if _, err := os.Stat(path + "-shm"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the replay-only connection's -shm: %v; want none", err)
 	}
-
+	// Another process: its connection closes after each read, as it
+	// would otherwise hold the ledger's shared lock.
 	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
+	other.SetMaxIdleConns(0)
 	var n int
 	if err := other.QueryRow(`SELECT count(*) FROM records`).Scan(&n); !isBusy(err) {
-		t.Errorf("another connection's read while the replay-only one is open: %v; want SQLITE_BUSY", err)
+		t.Errorf("another connection's read while a replay-only one is open: %v; want SQLITE_BUSY", err)
 	}
-	r.Close()
+	res, err = r.Reserve(ctx, req("evt:done"))
+	if err != nil || res.Outcome != ledger.Replay || string(res.Record.Stdout) != "hello\n" || res.Record.Replays != 1 {
+		t.Fatalf("replay on the replay-only connection: %+v, %v; want the replay, counted", res, err)
+	}
+	// Before its output is written, the replay lets the ledger go.
+	if err := other.QueryRow(`SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Errorf("another connection's read once the replay is read: %v", err)
+	}
+	for _, key := range []string{"evt:fresh", "evt:busy"} {
+		if res, err := replayOnly().Reserve(ctx, req(key)); !errors.Is(err, why) {
+			t.Errorf("reserve %s on the replay-only connection: %+v, %v; want %v", key, res, err, why)
+		}
+	}
 	var replays int64
 	if err := other.QueryRow(`SELECT count(*), sum(replays) FROM records`).Scan(&n, &replays); err != nil || n != 2 || replays != 1 {
-		t.Errorf("after the replay-only connection: %d records, %d replays, %v; want 2 and 1 (nothing but the replay's count written)", n, replays, err)
+		t.Errorf("after the replay-only connections: %d records, %d replays, %v; want 2 and 1 (nothing but the replay's count written)", n, replays, err)
 	}
 }

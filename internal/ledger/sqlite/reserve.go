@@ -12,6 +12,12 @@ import (
 // Reserve implements Ledger: it reads the record and executes what
 // ledger.Decide says, in one BEGIN IMMEDIATE transaction.
 func (s *Ledger) Reserve(ctx context.Context, req ledger.ReserveRequest) (*ledger.Reservation, error) {
+	if s.replayOnly != nil {
+		// The connection holds the ledger's lock until it closes (see
+		// open), so it closes before the replay's output is written, which
+		// a slow reader could make last, and others wait for nothing.
+		defer s.Close()
+	}
 	var res *ledger.Reservation
 	st := &reserveSteps{s: s, req: req}
 	err := s.writeTokens(ctx, "reserve", func(ctx context.Context, tx querier) error {
