@@ -153,8 +153,8 @@ func TestFullDiskReplayGivesWALBack(t *testing.T) {
 // backup) leaves it without its -wal and -shm: SQLite deletes both when
 // the last connection closes. If the file system then fills up, SQLite
 // cannot make the -shm again. A replay, which needs nothing written,
-// still replays; inspect still reads; a new key is refused with 74 and
-// runs nothing, and runs once space is freed.
+// still replays, alone or with others at once; inspect still reads; a new
+// key is refused with 74 and runs nothing, and runs once space is freed.
 func TestFullDiskReplayWithoutShm(t *testing.T) {
 	idem := idemBin(t)
 	for _, closer := range [][]string{{"purge", "job:absent-key"}, {"backup", "BACKUP"}} {
@@ -182,6 +182,17 @@ func TestFullDiskReplayWithoutShm(t *testing.T) {
 				if p := run(t, replay); p.code != 3 || p.stdout != "hello\n" ||
 					!strings.HasPrefix(p.stderr, "idem: replayed job:small: failed ") || strings.Contains(p.stderr, "error") {
 					t.Fatalf("replay %d on a full disk without a -shm: %v; want 3, hello and the replay's notice", i, p)
+				}
+			}
+			// At once, each replay's connection takes the ledger's lock
+			// alone (it has no -shm to share): none may wait out another.
+			procs := make([]*process, 16)
+			for i := range procs {
+				procs[i] = start(t, replay)
+			}
+			for i, p := range procs {
+				if p.wait(); p.code != 3 || p.stdout != "hello\n" || strings.Contains(p.stderr, "error") {
+					t.Errorf("replay %d of %d at once on a full disk without a -shm: %v; want 3, hello and no error", i+1, len(procs), p)
 				}
 			}
 			if p := run(t, clean(nil, idem, "--ledger", path, "inspect", "job:small")); p.code != 0 || !strings.Contains(p.stdout, "status:       failed") {

@@ -72,7 +72,7 @@ func storeErr(op, path string, err error) error {
 		case 14: // CANTOPEN
 			se.Hint = "check that the ledger's directory exists and is writable"
 		case 5, 6: // BUSY, LOCKED
-			se.Err = errors.New("the ledger stayed locked by another process")
+			se.Err = errStayedLocked
 			se.Hint = "retry; if it persists, look for a stuck process holding the ledger"
 			if err := locksRefused(path); err != nil {
 				// SQLite takes a refused lock (ENOLCK) for a busy one
@@ -84,6 +84,9 @@ func storeErr(op, path string, err error) error {
 	}
 	return se
 }
+
+// errStayedLocked is a wait for the ledger's locks that ran out.
+var errStayedLocked = errors.New("the ledger stayed locked by another process")
 
 // shmError is SQLite's failure to make, grow or map the ledger's -shm,
 // kept reachable for isShmFault.

@@ -179,7 +179,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		// every other process off the ledger for as long as its command
 		// runs.
 		s.replayOnly = err
-		err = s.connect(ctx, dsn(abs, false, true), migrations, false)
+		err = s.connectExclusive(ctx, migrations)
 	}
 	if err != nil {
 		return nil, err
@@ -225,6 +225,30 @@ func (s *Ledger) connect(ctx context.Context, d string, migrations []ledger.Migr
 		return err
 	}
 	return nil
+}
+
+// connectExclusive connects s in exclusive locking mode (see open). Such
+// a connection takes the ledger's shared lock, then waits for its
+// exclusive lock holding the shared one: two of them would each wait for
+// the other until the busy timeout. So it waits for no lock (see dsn),
+// and when the ledger is locked, closes, which lets its lock go, and
+// tries again after a pause of a few milliseconds, as long as the busy
+// timeout, that ends such a tie.
+func (s *Ledger) connectExclusive(ctx context.Context, migrations []ledger.Migration) error {
+	end := time.Now().Add(busyTimeout * time.Millisecond)
+	for {
+		err := s.connect(ctx, dsn(s.path, false, true), migrations, false)
+		if !errors.Is(err, errStayedLocked) || time.Now().After(end) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(1+rand.IntN(20)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // freshAfter is how old the main file's modification time may grow
@@ -294,7 +318,8 @@ func missingOrEmpty(abs string) bool {
 // Reservations commit with synchronous=NORMAL; Finish switches to FULL.
 // A read-only ledger is opened with mode=ro: SQLite itself refuses writes.
 // With exclusive, the connection takes the ledger's lock in exclusive
-// locking mode, set before anything is read, and so uses no -shm.
+// locking mode, set before anything is read, and so uses no -shm; it
+// waits for no lock (see connectExclusive).
 func dsn(abs string, readOnly, exclusive bool) string {
 	var b strings.Builder
 	b.WriteString("file:")
@@ -308,11 +333,13 @@ func dsn(abs string, readOnly, exclusive bool) string {
 		fmt.Fprintf(&b, "%%%02X", c)
 	}
 	b.WriteByte('?')
+	timeout := busyTimeout
 	if exclusive {
 		b.WriteString("_pragma=locking_mode(EXCLUSIVE)&")
+		timeout = 0
 	}
 	fmt.Fprintf(&b, "_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
-		busyTimeout, walTruncateAt)
+		timeout, walTruncateAt)
 	b.WriteString(platformPragmas)
 	if readOnly {
 		b.WriteString("&mode=ro")
