@@ -73,7 +73,41 @@ func (s *Ledger) noteFiles(real string) {
 	s.real = real
 	s.mainID, _ = statID(real)
 	s.walID, _ = statID(real + "-wal")
+	if s.replayOnly == nil { // else it has no -shm
+		s.shmID, _ = statID(real + "-shm")
+	}
 }
+
+// shmChanged reports whether the -shm at the ledger's path is another
+// file than the one this connection shares with the processes it knew.
+// If the -shm was deleted while in use, the next process to open the
+// ledger made a new one, and those that opened it after share that one:
+// each side then indexes the same -wal in its own -shm, and a write or a
+// checkpoint from this side could overwrite what the other side committed
+// there. So such a connection writes nothing more (errShmReplaced). No
+// -shm at the path is no such case: nobody has started another yet. A
+// stat that fails otherwise tells nothing.
+func (s *Ledger) shmChanged() bool {
+	if s.shmID == (fileID{}) {
+		return false
+	}
+	id, err := statID(s.real + "-shm")
+	return err == nil && id != s.shmID
+}
+
+// errShmReplaced is a write refused because shmChanged: nothing was
+// written. It is a ledger.ErrFilesChanged, which the runner does not
+// retry.
+var errShmReplaced error = shmReplacedError{}
+
+type shmReplacedError struct{}
+
+func (shmReplacedError) Error() string {
+	return "the ledger's -shm was deleted while this run used it, and another run made a new one: " +
+		"this run writes nothing more, which could overwrite what the others recorded"
+}
+
+func (shmReplacedError) Is(target error) bool { return target == ledger.ErrFilesChanged }
 
 // checkFiles reports whether the ledger's files at its path are still the
 // ones this connection writes to: after a commit, a deleted, moved or

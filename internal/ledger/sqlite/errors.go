@@ -31,6 +31,9 @@ func (s *Ledger) wrap(op string, err error) error {
 	case err == nil, errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrLeaseLost), errors.As(err, &mismatch),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.Is(err, errShmReplaced):
+		return &ledger.StoreError{Op: op, Path: s.path, Err: err,
+			Hint: "keep the ledger's files in place while idem runs; this key runs again on its next run"}
 	}
 	return storeErr(op, s.path, err)
 }

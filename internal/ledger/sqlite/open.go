@@ -53,10 +53,11 @@ type Ledger struct {
 	// unknown, one made up for this process, so that each process then
 	// counts as a new boot (its first reservation jumps past the mark).
 	bootID string
-	// real is the file SQLite opened (a link's target); mainID and walID
-	// the identity of it and its -wal when opened (see checkFiles).
-	real          string
-	mainID, walID fileID
+	// real is the file SQLite opened (a link's target); mainID, walID and
+	// shmID the identity of it, its -wal and its -shm when opened (see
+	// checkFiles and checkShm).
+	real                 string
+	mainID, walID, shmID fileID
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -258,11 +259,21 @@ func (s *Ledger) connectExclusive(ctx context.Context, migrations []ledger.Migra
 // a ledger in use, and every recorded key with it.
 const freshAfter = time.Hour
 
-// keepFresh sets the main file's times to now when they are older than
-// freshAfter (before SQLite opens it: a path, no descriptor).
+// keepFresh sets the main file's and the -shm's times to now when they
+// are older than freshAfter (before SQLite opens them: a path, no
+// descriptor). The -shm is written through a memory map, which leaves its
+// times as they were; SQLite sets them only when a process finds no other
+// using it. So while runs overlap, it would age too, and a -shm deleted
+// while in use makes the next process start another, beside the one the
+// running ones share (see checkShm).
 func keepFresh(real string, f files) {
-	if f.main.exists && time.Since(time.Unix(f.main.st.Mtim.Unix())) > freshAfter {
-		unix.UtimesNanoAt(unix.AT_FDCWD, real, nil, unix.AT_SYMLINK_NOFOLLOW)
+	for _, p := range []struct {
+		name string
+		fi   fileInfo
+	}{{real, f.main}, {real + "-shm", f.shm}} {
+		if p.fi.exists && time.Since(time.Unix(p.fi.st.Mtim.Unix())) > freshAfter {
+			unix.UtimesNanoAt(unix.AT_FDCWD, p.name, nil, unix.AT_SYMLINK_NOFOLLOW)
+		}
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // every transaction is already committed, and the next run tries again.
 func (s *Ledger) trimWAL(ctx context.Context) {
 	fi, err := os.Stat(s.path + "-wal") // a stat opens no descriptor: the locks are safe
-	if err != nil || fi.Size() < walTruncateAt {
+	if err != nil || fi.Size() < walTruncateAt || s.shmChanged() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -107,6 +107,10 @@ func (s *Ledger) writeOnce(ctx context.Context, fn func(context.Context, querier
 		// A BEGIN that took effect just as ctx ended reports ctx's error.
 		s.rollback()
 		return err, false
+	}
+	if s.shmChanged() {
+		s.rollback()
+		return errShmReplaced, false
 	}
 	sctx := context.WithoutCancel(ctx)
 	err = fn(sctx, s.conn)
