@@ -63,42 +63,56 @@ func TestShmKeptFresh(t *testing.T) {
 
 // TestShmDeletedWhileRunning: the -shm deleted while a run holds the
 // ledger (by root, or a cleaner), and other runs then record their
-// outcomes through the new one that the first of them makes. The run that
-// shared the old one must not write over what they recorded: it records
-// nothing more (74, saying why) and its key runs again on its next run;
-// the others' outcomes stay recorded and replay, and the ledger is sound.
+// outcomes through a new one that the first of them makes (deleted in
+// turn in the second case, so that the running idem finds none). The run
+// that shared the old one must not write over what they recorded: it
+// records nothing more (74, saying why) and its key runs again on its
+// next run; the others' outcomes stay recorded and replay, and the
+// ledger is sound.
 func TestShmDeletedWhileRunning(t *testing.T) {
-	g := newHostileRig(t)
-	a, gate, long := gatedRun(t, g, "job:long-run")
-	if err := os.Remove(g.ledger + "-shm"); err != nil {
-		t.Fatal(err)
-	}
-	count := filepath.Join(g.dir, "count")
-	job := func(key string) command {
-		return g.idem("--key", key, "--", "sh", "-c", `echo "$2" >> "$1"; echo "$2"`, "sh", count, key)
-	}
-	keys := []string{"job:other-1", "job:other-2", "job:other-3"}
-	for _, k := range keys {
-		run(t, job(k)).expect(0)
-	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := a.wait().expect(74)
-	if p.stdout != "long-done\n" || !strings.Contains(p.stderr, "idem: error: ledger "+g.ledger+": record outcome: the ledger's -shm was deleted") ||
-		!strings.Contains(p.stderr, "idem: hint: keep the ledger's files in place") {
-		t.Errorf("the run whose -shm was deleted: %v; want its output, 74, the -shm named and a hint", p)
-	}
-	for _, k := range keys {
-		if p := run(t, job(k)).expect(0); !strings.Contains(p.stderr, "idem: replayed "+k+": succeeded") {
-			t.Errorf("%s, recorded beside the run whose -shm was deleted, did not replay: %v", k, p)
-		}
-	}
-	if got, want := readFile(count), strings.Join(keys, "\n")+"\n"; got != want {
-		t.Errorf("commands run:\n%s\nwant each once:\n%s", got, want)
-	}
-	run(t, clean(nil, idemBin(t), "--ledger", g.ledger, "check")).expect(0)
-	if p := run(t, long).expect(0); p.stdout != "long-done\n" || strings.Contains(p.stderr, "replayed") {
-		t.Errorf("the key whose outcome was not recorded replayed: %v", p)
+	for _, c := range []struct {
+		name  string
+		again bool // delete the new -shm too, before the run ends
+	}{{"deleted", false}, {"deleted twice", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newHostileRig(t)
+			a, gate, long := gatedRun(t, g, "job:long-run")
+			if err := os.Remove(g.ledger + "-shm"); err != nil {
+				t.Fatal(err)
+			}
+			count := filepath.Join(g.dir, "count")
+			job := func(key string) command {
+				return g.idem("--key", key, "--", "sh", "-c", `echo "$2" >> "$1"; echo "$2"`, "sh", count, key)
+			}
+			keys := []string{"job:other-1", "job:other-2", "job:other-3"}
+			for _, k := range keys {
+				run(t, job(k)).expect(0)
+			}
+			if c.again {
+				if err := os.Remove(g.ledger + "-shm"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := a.wait().expect(74)
+			if p.stdout != "long-done\n" || !strings.Contains(p.stderr, "idem: error: ledger "+g.ledger+": record outcome: the ledger's -shm was deleted or replaced") ||
+				!strings.Contains(p.stderr, "idem: hint: keep the ledger's files in place") {
+				t.Errorf("the run whose -shm was deleted: %v; want its output, 74, the -shm named and a hint", p)
+			}
+			for _, k := range keys {
+				if p := run(t, job(k)).expect(0); !strings.Contains(p.stderr, "idem: replayed "+k+": succeeded") {
+					t.Errorf("%s, recorded beside the run whose -shm was deleted, did not replay: %v", k, p)
+				}
+			}
+			if got, want := readFile(count), strings.Join(keys, "\n")+"\n"; got != want {
+				t.Errorf("commands run:\n%s\nwant each once:\n%s", got, want)
+			}
+			run(t, clean(nil, idemBin(t), "--ledger", g.ledger, "check")).expect(0)
+			if p := run(t, long).expect(0); p.stdout != "long-done\n" || strings.Contains(p.stderr, "replayed") {
+				t.Errorf("the key whose outcome was not recorded replayed: %v", p)
+			}
+		})
 	}
 }

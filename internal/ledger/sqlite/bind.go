@@ -68,30 +68,66 @@ func bindWAL(real string) {
 }
 
 // noteFiles remembers the identity of the ledger's files as this
-// connection uses them, for checkFiles.
-func (s *Ledger) noteFiles(real string) {
+// connection uses them, for checkFiles and shmChanged; shm is the -shm as
+// it was before SQLite opened it.
+func (s *Ledger) noteFiles(real string, shm fileInfo) {
 	s.real = real
 	s.mainID, _ = statID(real)
 	s.walID, _ = statID(real + "-wal")
 	if s.replayOnly == nil { // else it has no -shm
-		s.shmID, _ = statID(real + "-shm")
+		s.watchShm = true
+		s.shmID, s.shmKnown = heldShm(real+"-shm", shm)
 	}
 }
 
-// shmChanged reports whether the -shm at the ledger's path is another
-// file than the one this connection shares with the processes it knew.
-// If the -shm was deleted while in use, the next process to open the
-// ledger made a new one, and those that opened it after share that one:
-// each side then indexes the same -wal in its own -shm, and a write or a
+// heldShm is the identity of the -shm at path that this process's SQLite
+// opened, given the file at path before it did; ok is false when it is
+// not known yet. The same file at the path before and after is the one
+// it opened (a file deleted meanwhile keeps its inode number while SQLite
+// holds it open, so no other file can take it). Else, where the
+// process's descriptors can be read, the descriptor SQLite holds says,
+// and none means SQLite has not opened the -shm yet (a ledger switched to
+// WAL mode during the open maps it at its first transaction). Elsewhere
+// it is the file at the path now.
+func heldShm(path string, before fileInfo) (fileID, bool) {
+	now, err := statID(path)
+	if err == nil && before.exists && now == (fileID{dev: uint64(before.st.Dev), ino: before.st.Ino}) {
+		return now, true
+	}
+	if id, ok, readable := heldFile(path); readable {
+		return id, ok
+	}
+	return now, err == nil
+}
+
+// shmChanged reports whether the -shm at the ledger's path is not the
+// one this connection shares with the processes it knew, or is gone. If
+// the -shm was deleted while in use, the next process to open the ledger
+// made a new one, and those that opened it after share that one: each
+// side then indexes the same -wal in its own -shm, and a write or a
 // checkpoint from this side could overwrite what the other side committed
-// there. So such a connection writes nothing more (errShmReplaced). No
-// -shm at the path is no such case: nobody has started another yet. A
-// stat that fails otherwise tells nothing.
+// there. So such a connection writes nothing more (errShmReplaced). A
+// -shm that is gone counts too: one may have been made and deleted in
+// turn. A stat that fails otherwise tells nothing.
+//
+// It narrows what deleting a -shm in use can break to the moments around
+// the deletion, and only on this side: SQLite's WAL rests on every
+// process sharing one -shm, and a process that made a new one cannot
+// tell that another still uses the old.
 func (s *Ledger) shmChanged() bool {
-	if s.shmID == (fileID{}) {
+	if !s.watchShm {
 		return false
 	}
+	if !s.shmKnown {
+		// Called inside a transaction, which maps the -shm.
+		if s.shmID, s.shmKnown = heldShm(s.real+"-shm", fileInfo{}); !s.shmKnown {
+			return false
+		}
+	}
 	id, err := statID(s.real + "-shm")
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
 	return err == nil && id != s.shmID
 }
 
@@ -103,8 +139,8 @@ var errShmReplaced error = shmReplacedError{}
 type shmReplacedError struct{}
 
 func (shmReplacedError) Error() string {
-	return "the ledger's -shm was deleted while this run used it, and another run made a new one: " +
-		"this run writes nothing more, which could overwrite what the others recorded"
+	return "the ledger's -shm was deleted or replaced while this run used it: " +
+		"this run writes nothing more, which could overwrite what other runs recorded"
 }
 
 func (shmReplacedError) Is(target error) bool { return target == ledger.ErrFilesChanged }

@@ -55,9 +55,11 @@ type Ledger struct {
 	bootID string
 	// real is the file SQLite opened (a link's target); mainID, walID and
 	// shmID the identity of it, its -wal and its -shm when opened (see
-	// checkFiles and checkShm).
+	// checkFiles and shmChanged); watchShm says the -shm is to be
+	// watched, and shmKnown that shmID is its identity.
 	real                 string
 	mainID, walID, shmID fileID
+	watchShm, shmKnown   bool
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Tightened names the ledger files whose group and other permissions
@@ -195,7 +197,7 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		return nil, err
 	}
 	bindWAL(real) // one SQLite created meanwhile (another process removed idem's)
-	s.noteFiles(real)
+	s.noteFiles(real, f.shm)
 	return s, nil
 }
 
@@ -234,13 +236,20 @@ func (s *Ledger) connect(ctx context.Context, d string, migrations []ledger.Migr
 // the other until the busy timeout. So it waits for no lock (see dsn),
 // and when the ledger is locked, closes, which lets its lock go, and
 // tries again after a pause of a few milliseconds, as long as the busy
-// timeout, that ends such a tie.
+// timeout, that ends such a tie. If the ledger stays locked, the error is
+// the -shm's.
 func (s *Ledger) connectExclusive(ctx context.Context, migrations []ledger.Migration) error {
 	end := time.Now().Add(busyTimeout * time.Millisecond)
 	for {
 		err := s.connect(ctx, dsn(s.path, false, true), migrations, false)
-		if !errors.Is(err, errStayedLocked) || time.Now().After(end) {
+		if !errors.Is(err, errStayedLocked) {
 			return err
+		}
+		if time.Now().After(end) {
+			// Locked throughout: by a process that maps a -shm since
+			// deleted, or by more replays than the time allows. Either
+			// way the -shm is the cause to report.
+			return s.replayOnly
 		}
 		t := time.NewTimer(time.Duration(1+rand.IntN(20)) * time.Millisecond)
 		select {

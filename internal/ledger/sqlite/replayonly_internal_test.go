@@ -78,6 +78,20 @@ func TestReplayOnlyConnection(t *testing.T) {
 			t.Errorf("reserve %s on the replay-only connection: %+v, %v; want %v", key, res, err, why)
 		}
 	}
+	// Locked all along, as by a process that maps a -shm since deleted:
+	// after the busy timeout, the error is the -shm's, not the lock's.
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(`SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	locked := &Ledger{path: path, real: path, Now: time.Now, bootID: "test", replayOnly: why}
+	if err := locked.connectExclusive(ctx, migrations); !errors.Is(err, why) {
+		t.Errorf("a replay-only connection to a ledger locked all along: %v; want %v", err, why)
+	}
+	tx.Rollback()
 	var replays int64
 	if err := other.QueryRow(`SELECT count(*), sum(replays) FROM records`).Scan(&n, &replays); err != nil || n != 2 || replays != 1 {
 		t.Errorf("after the replay-only connections: %d records, %d replays, %v; want 2 and 1 (nothing but the replay's count written)", n, replays, err)

@@ -25,7 +25,13 @@ import (
 // every transaction is already committed, and the next run tries again.
 func (s *Ledger) trimWAL(ctx context.Context) {
 	fi, err := os.Stat(s.path + "-wal") // a stat opens no descriptor: the locks are safe
-	if err != nil || fi.Size() < walTruncateAt || s.shmChanged() {
+	if err != nil || fi.Size() < walTruncateAt {
+		return
+	}
+	s.mu.Lock()
+	changed := s.shmChanged() // it may learn the -shm, as writes do
+	s.mu.Unlock()
+	if changed {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
