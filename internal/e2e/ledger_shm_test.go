@@ -73,9 +73,27 @@ func TestShmDeletedWhileRunning(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		again bool // delete the new -shm too, before the run ends
-	}{{"deleted", false}, {"deleted twice", true}} {
+		// linked: the ledger is reached through a linked directory, and
+		// has no -shm when the run opens it (a backup closed it last).
+		linked bool
+	}{{"deleted", false, false}, {"deleted twice", true, false}, {"through a linked directory", false, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			g := newHostileRig(t)
+			if c.linked {
+				real := filepath.Join(g.dir, "real")
+				if err := os.Mkdir(real, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(real, filepath.Join(g.dir, "link")); err != nil {
+					t.Fatal(err)
+				}
+				g.ledger = filepath.Join(g.dir, "link", "ledger.db")
+				run(t, g.idem("--key", "job:first-one", "--", "true")).expect(0)
+				run(t, clean(nil, idemBin(t), "--ledger", g.ledger, "backup", filepath.Join(g.dir, "copy.db"))).expect(0)
+				if _, err := os.Stat(g.ledger + "-shm"); err == nil {
+					t.Fatalf("a -shm after the backup closed the ledger")
+				}
+			}
 			a, gate, long := gatedRun(t, g, "job:long-run")
 			if err := os.Remove(g.ledger + "-shm"); err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -94,8 +95,14 @@ func heldShm(path string, before fileInfo) (fileID, bool) {
 	if err == nil && before.exists && now == (fileID{dev: uint64(before.st.Dev), ino: before.st.Ino}) {
 		return now, true
 	}
-	if id, ok, readable := heldFile(path); readable {
-		return id, ok
+	// The kernel names a descriptor's file by its path with every link
+	// resolved, directories included (a ledger reached through a linked
+	// directory).
+	dir, derr := filepath.EvalSymlinks(filepath.Dir(path))
+	if derr == nil {
+		if id, ok, readable := heldFile(filepath.Join(dir, filepath.Base(path))); readable {
+			return id, ok
+		}
 	}
 	return now, err == nil
 }
@@ -118,13 +125,14 @@ func (s *Ledger) shmChanged() bool {
 	if !s.watchShm {
 		return false
 	}
+	id, err := statID(s.real + "-shm")
 	if !s.shmKnown {
-		// Called inside a transaction, which maps the -shm.
+		// Called inside a transaction, which maps the -shm: the one SQLite
+		// holds, or, if that cannot be learnt, the one at the path.
 		if s.shmID, s.shmKnown = heldShm(s.real+"-shm", fileInfo{}); !s.shmKnown {
-			return false
+			s.shmID, s.shmKnown = id, err == nil
 		}
 	}
-	id, err := statID(s.real + "-shm")
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
 	}

@@ -50,4 +50,13 @@ func TestHeldShm(t *testing.T) {
 	if !errors.Is(err, ledger.ErrFilesChanged) || tokenCounter(t, l) != before {
 		t.Errorf("a write with another -shm at the path: %v; want refused", err)
 	}
+	if _, err := l.Vacuum(context.Background()); !errors.Is(err, ledger.ErrFilesChanged) {
+		t.Errorf("a vacuum with another -shm at the path: %v; want refused", err)
+	}
+	// The ledger's last connection: closing it would checkpoint what its
+	// index knows and delete the -wal.
+	l.Close()
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Errorf("after the close of a connection whose -shm was replaced: %v; want the -wal left", err)
+	}
 }

@@ -382,8 +382,18 @@ func (s *Ledger) Identity() string {
 	return ledger.MakeIdentity("sqlite", uint64(st.Dev), st.Ino)
 }
 
-// Close releases the connection (SQLite checkpoints the WAL).
+// Close releases the connection (SQLite checkpoints the WAL). A
+// connection whose -shm was replaced is left open instead (see
+// shmChanged): as the ledger's last, its close would checkpoint what its
+// old index knows and delete the -wal, with what the processes on the new
+// -shm committed there. Exiting releases it without either.
 func (s *Ledger) Close() error {
+	s.mu.Lock()
+	changed := s.shmChanged()
+	s.mu.Unlock()
+	if changed {
+		return nil
+	}
 	if s.conn != nil {
 		s.conn.Close()
 	}

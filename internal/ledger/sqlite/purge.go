@@ -310,6 +310,12 @@ func (s *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	if r.Before, err = size(); err != nil {
 		return nil, s.wrap("compact", err)
 	}
+	s.mu.Lock()
+	changed := s.shmChanged() // VACUUM and the checkpoint write outside writeOnce
+	s.mu.Unlock()
+	if changed {
+		return nil, s.wrap("compact", errShmReplaced)
+	}
 	for try := 0; try < busyRetries; try++ {
 		_, err = s.conn.ExecContext(ctx, `VACUUM`)
 		if !isBusy(err) || ctx.Err() != nil {
