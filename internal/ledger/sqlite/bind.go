@@ -35,8 +35,11 @@ func statID(path string) (fileID, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return fileID{}, err
 	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
+	return idOf(&st), nil
 }
+
+// idOf is the identity in a stat.
+func idOf(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }
 
 // walBinding reads the identity the -wal beside real is bound to; errno
 // is getxattr's error (ENODATA: no binding, ENOENT: no -wal, ENOTSUP: the
@@ -92,7 +95,7 @@ func (s *Ledger) noteFiles(real string, shm fileInfo) {
 // it is the file at the path now.
 func heldShm(path string, before fileInfo) (fileID, bool) {
 	now, err := statID(path)
-	if err == nil && before.exists && now == (fileID{dev: uint64(before.st.Dev), ino: before.st.Ino}) {
+	if err == nil && before.exists && now == idOf(&before.st) {
 		return now, true
 	}
 	// The kernel names a descriptor's file by its path with every link
@@ -139,6 +142,17 @@ func (s *Ledger) shmChanged() bool {
 	return err == nil && id != s.shmID
 }
 
+// shmReplaced is shmChanged for a caller that does not hold s.mu (the
+// -wal's trim, Vacuum, Close): it may learn the -shm, as writes do.
+func (s *Ledger) shmReplaced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shmChanged()
+}
+
+// filesChangedHint is the hint of ledger.ErrFilesChanged.
+const filesChangedHint = "keep the ledger's files in place while idem runs; this key runs again on its next run"
+
 // errShmReplaced is a write refused because shmChanged: nothing was
 // written. It is a ledger.ErrFilesChanged, which the runner does not
 // retry.
@@ -184,5 +198,5 @@ func (s *Ledger) checkFiles(op string) error {
 		return nil
 	}
 	return &ledger.StoreError{Op: op, Path: s.path, Err: ledger.ErrFilesChanged,
-		Hint: "keep the ledger's files in place while idem runs; this key runs again on its next run"}
+		Hint: filesChangedHint}
 }

@@ -32,8 +32,7 @@ func (s *Ledger) wrap(op string, err error) error {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, errShmReplaced):
-		return &ledger.StoreError{Op: op, Path: s.path, Err: err,
-			Hint: "keep the ledger's files in place while idem runs; this key runs again on its next run"}
+		return &ledger.StoreError{Op: op, Path: s.path, Err: err, Hint: filesChangedHint}
 	}
 	return storeErr(op, s.path, err)
 }

@@ -341,7 +341,7 @@ func checkJournal(path, real string, f files) error {
 		why = "the -wal beside the ledger was written for another database (its page size differs)"
 	case proven:
 		return nil
-	case errno == 0 && bound != fileID{dev: uint64(f.main.st.Dev), ino: f.main.st.Ino}.String():
+	case errno == 0 && bound != idOf(&f.main.st).String():
 		why = "the -wal beside the ledger belongs to another file: the ledger was moved, replaced or restored while its -wal stayed"
 	case errno == errNoAttr:
 		why = "the -wal beside the ledger is not bound to it (copied without extended attributes, or written by another program)"
@@ -393,7 +393,7 @@ func makeWAL(real string, main *unix.Stat_t) error {
 		err = unix.Fchown(fd, int(main.Uid), int(main.Gid))
 	}
 	if err == nil {
-		err = unix.Fsetxattr(fd, walBindAttr, []byte(fileID{dev: uint64(main.Dev), ino: main.Ino}.String()), 0)
+		err = unix.Fsetxattr(fd, walBindAttr, []byte(idOf(main).String()), 0)
 		if errors.Is(err, unix.ENOTSUP) {
 			err = nil
 		}

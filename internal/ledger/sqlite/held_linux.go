@@ -36,7 +36,7 @@ func heldFile(path string) (id fileID, ok, readable bool) {
 		}
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil {
-			return fileID{dev: uint64(st.Dev), ino: st.Ino}, true, true
+			return idOf(&st), true, true
 		}
 	}
 	return fileID{}, false, true

@@ -388,10 +388,7 @@ func (s *Ledger) Identity() string {
 // old index knows and delete the -wal, with what the processes on the new
 // -shm committed there. Exiting releases it without either.
 func (s *Ledger) Close() error {
-	s.mu.Lock()
-	changed := s.shmChanged()
-	s.mu.Unlock()
-	if changed {
+	if s.shmReplaced() {
 		return nil
 	}
 	if s.conn != nil {

@@ -310,10 +310,7 @@ func (s *Ledger) Vacuum(ctx context.Context) (*ledger.VacuumResult, error) {
 	if r.Before, err = size(); err != nil {
 		return nil, s.wrap("compact", err)
 	}
-	s.mu.Lock()
-	changed := s.shmChanged() // VACUUM and the checkpoint write outside writeOnce
-	s.mu.Unlock()
-	if changed {
+	if s.shmReplaced() { // VACUUM and the checkpoint write outside writeOnce
 		return nil, s.wrap("compact", errShmReplaced)
 	}
 	for try := 0; try < busyRetries; try++ {

@@ -28,10 +28,7 @@ func (s *Ledger) trimWAL(ctx context.Context) {
 	if err != nil || fi.Size() < walTruncateAt {
 		return
 	}
-	s.mu.Lock()
-	changed := s.shmChanged() // it may learn the -shm, as writes do
-	s.mu.Unlock()
-	if changed {
+	if s.shmReplaced() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
