@@ -26,6 +26,17 @@ type cleanupM struct{ *testing.M }
 
 func (m cleanupM) Run() int {
 	defer removeFleetBuild()
+	// The idem state directory of every process a test starts with this
+	// process's environment (inherit): otherwise each PostgreSQL ledger
+	// a test makes leaves its run lock (runs-ID.lock) in the home of
+	// whoever runs the tests. A test that needs another sets its own.
+	state, err := os.MkdirTemp("", "idem-e2e-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(state)
+	os.Setenv("XDG_STATE_HOME", state)
 	flag.Parse()
 	raiseParallel()
 	return m.M.Run()
