@@ -49,7 +49,7 @@ the schema idem, or the server's backups); idem backup refuses it (64).`,
 	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "the copy was written"},
 		exitLine{exitcode.Usage, "bad arguments, or a PostgreSQL ledger (use its own tools)"},
-		exitLine{exitcode.IOErr, "the ledger could not be read, or DEST exists or could not be written"},
+		exitLine{exitcode.IOErr, "the ledger is missing or could not be read, or DEST exists or could not be written"},
 	))
 	return c
 }
@@ -65,6 +65,13 @@ func runBackup(ctx context.Context, a *app, dest string) error {
 	// Not read-only: a read-only open without a -wal is immutable, which a
 	// backup taken while runs write must not be.
 	l, err := a.openExistingLedger(ctx, false)
+	var nl *noLedgerError
+	if errors.As(err, &nl) {
+		// An empty copy would restore as a ledger with nothing in it: most
+		// likely the path is mistyped, or the ledger is another user's.
+		return &ledger.StoreError{Op: "backup", Path: nl.path,
+			Err: errors.New("no ledger there: nothing was ever recorded; nothing was written"), Hint: nl.hint()}
+	}
 	if err != nil {
 		return err
 	}
