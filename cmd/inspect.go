@@ -156,7 +156,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 		}
 		return l.Each(ctx, f, fn)
 	}
-	w := newFlusher(a.stdout)
+	w := newFlusher(a.stdout, "the listing")
 	if o.json {
 		return w.done(writeJSONStream(w, each, now, flushEvery(f)))
 	}
@@ -245,8 +245,9 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 		}
 		return writeJSON(a.stdout, d)
 	}
-	showRecord(a, l.Describe(), r, hist, now, o.loc)
-	return nil
+	w := newFlusher(a.stdout, "the record")
+	showRecord(w, a, l.Describe(), r, hist, now, o.loc)
+	return w.done(nil)
 }
 
 // writeOutput writes one stored stream exactly as recorded.
@@ -267,7 +268,9 @@ func writeOutput(a *app, r *ledger.Record, stdout bool) error {
 	return nil
 }
 
-func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, now time.Time, loc *time.Location) {
+// showRecord writes the record r and its attempts hist to w, for a
+// person to read.
+func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledger.Attempt, now time.Time, loc *time.Location) {
 	paint := statusPainter(a)
 	stamp := func(t, now time.Time) string { return stampIn(t, now, loc) }
 	var rows [][]string
@@ -322,21 +325,21 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	default:
 		add("output", fmt.Sprintf("stdout %s, stderr %s", bytesNote(len(r.Stdout), r.StdoutTruncated), bytesNote(len(r.Stderr), r.StderrTruncated)))
 	}
-	writeTable(a.stdout, rows, nil)
+	writeTable(w, rows, nil)
 	if tail, total, ok := stderrTail(r, hist); ok && (r.Status == ledger.StatusFailed || r.Status == ledger.StatusRetryable) {
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(w)
 		if len(tail) < total {
-			fmt.Fprintf(a.stdout, "stderr, last %s of %s (all of it: idem inspect --stderr %s):\n", size(int64(len(tail))), size(int64(total)), r.Key)
+			fmt.Fprintf(w, "stderr, last %s of %s (all of it: idem inspect --stderr %s):\n", size(int64(len(tail))), size(int64(total)), r.Key)
 		} else {
-			fmt.Fprintf(a.stdout, "stderr (%s):\n", size(int64(total)))
+			fmt.Fprintf(w, "stderr (%s):\n", size(int64(total)))
 		}
 		for _, line := range strings.Split(strings.TrimRight(escapeControls(string(tail), true), "\n"), "\n") {
-			fmt.Fprintf(a.stdout, "  | %s\n", line)
+			fmt.Fprintf(w, "  | %s\n", line)
 		}
 	}
-	fmt.Fprintln(a.stdout)
+	fmt.Fprintln(w)
 	if len(hist) == 0 {
-		fmt.Fprintln(a.stdout, "no attempts recorded")
+		fmt.Fprintln(w, "no attempts recorded")
 		return
 	}
 	rows = [][]string{{"ATTEMPT", "STARTED", "DURATION", "EXIT", "CLASS", "DELAY", "HOST", "PID", "STDERR"}}
@@ -361,7 +364,7 @@ func showRecord(a *app, where string, r *ledger.Record, hist []ledger.Attempt, n
 	var b strings.Builder
 	writeTable(&b, rows, nil)
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
-		io.WriteString(a.stdout, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
+		io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
 	}
 }
 

@@ -27,11 +27,14 @@ const reasonWidth = 60
 // flusher buffers a listing's output and keeps the first write error, so
 // a listing that streams stops at a closed or failing output.
 type flusher struct {
-	bw  *bufio.Writer
-	err error
+	bw   *bufio.Writer
+	err  error
+	what string // what is written, for the error
 }
 
-func newFlusher(w io.Writer) *flusher { return &flusher{bw: bufio.NewWriterSize(w, 64<<10)} }
+func newFlusher(w io.Writer, what string) *flusher {
+	return &flusher{bw: bufio.NewWriterSize(w, 64<<10), what: what}
+}
 
 func (f *flusher) Write(p []byte) (int, error) {
 	if f.err != nil {
@@ -56,7 +59,7 @@ func (f *flusher) done(err error) error {
 		return err
 	}
 	if ferr != nil {
-		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write the listing: %v", ferr)}
+		return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("write %s: %v", f.what, ferr)}
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ type app struct {
 	ui *ui
 	// helpErr is the first failed write of help text (see helpSection).
 	helpErr error
+	// cobraOut is stdout as cobra writes to it (help, --version, the
+	// completion scripts), keeping its first failed write.
+	cobraOut *errWriter
 }
 
 // newApp is the app of a process: its streams, arguments, environment and
@@ -91,6 +94,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 	switch {
 	case err == nil && a.helpErr != nil:
 		err = &exitError{code: exitcode.IOErr, msg: "write the help: " + a.helpErr.Error()}
+	case a.cobraOut != nil && a.cobraOut.err != nil:
+		// What cobra wrote for idem (the version, a completion script)
+		// could not be written: cobra returns that error, or none.
+		err = &exitError{code: exitcode.IOErr, msg: "write the output: " + a.cobraOut.err.Error()}
 	case err == nil:
 		return exitcode.OK
 	case errors.As(err, &st):
@@ -197,7 +204,8 @@ steps and webhook handlers are delivered at least once; wrapped in
 			return nil
 		},
 	}
-	root.SetOut(a.stdout)
+	a.cobraOut = &errWriter{w: a.stdout}
+	root.SetOut(a.cobraOut)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// "idem rn --key k": the typo, not the flag cobra met next, is the error.

@@ -190,8 +190,12 @@ func runPurge(ctx context.Context, a *app, o *purgeOptions) error {
 		}
 	}
 	if o.dryRun {
+		w := newFlusher(a.stdout, "the keys")
 		for _, k := range res.Keys {
-			fmt.Fprintln(a.stdout, k)
+			fmt.Fprintln(w, k)
+		}
+		if err := w.done(nil); err != nil {
+			return err
 		}
 		also := ""
 		if o.vacuum {
