@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -55,6 +56,10 @@ the schema idem, or the server's backups); idem backup refuses it (64).`,
 }
 
 func runBackup(ctx context.Context, a *app, dest string) error {
+	if dest == "" {
+		// Most likely "$UNSET": the working directory is no file to write.
+		return usagef("name the file to write, e.g. idem backup ~/backups/ledger-$(date +%F).db", "DEST is empty")
+	}
 	loc, err := a.ledgerPath()
 	if err != nil {
 		return err
@@ -98,7 +103,7 @@ func backupError(dest string, err error) error {
 		return err
 	}
 	hint := se.Hint
-	if errors.Is(se.Err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Dir(abs)); errors.Is(se.Err, fs.ErrNotExist) && errors.Is(err, fs.ErrNotExist) {
 		hint = fmt.Sprintf("create its directory first (mkdir -p %s), or name a file in one that exists", filepath.Dir(abs))
 	}
 	return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("backup %s: %v; the ledger is unchanged", abs, se.Err), hint: hint}
