@@ -120,7 +120,7 @@ least one letter or digit; build one from arbitrary parts with 'idem key'.`,
 	f.IntVar(&o.MaxAttempts, "max-attempts", 3, "the key's whole budget of attempts, across invocations")
 	f.BoolVar(&o.RerunFailed, "rerun-failed", false, "run a key that failed for good again, with a fresh budget")
 	f.Var(flagval.NewCodes(&o.Success, o.Success), "success-codes", "exit codes that mean success, in place of the default 0: list 0 too to keep it (list and ranges: 0,3-5)")
-	f.Var(flagval.NewCodes(&o.Transient, o.Transient), "transient-codes", "exit codes worth retrying, none of them a --success-code; every other failure is permanent")
+	f.Var(flagval.NewCodes(&o.Transient, o.Transient), "transient-codes", "exit codes worth retrying (a success code among them still means success); every other failure is permanent")
 	f.Var(flagval.NewDuration(&o.Backoff.Initial, def.Initial), "initial-delay", "backoff before the second attempt")
 	f.Float64Var(&o.Backoff.Multiplier, "multiplier", def.Multiplier, "backoff growth per attempt")
 	f.Var(flagval.NewDuration(&o.Backoff.Max, def.Max), "max-delay", "longest backoff (also caps IDEM_RETRY_AFTER)")
