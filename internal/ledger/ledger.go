@@ -422,7 +422,9 @@ type Options struct {
 	ReadOnly bool
 	// NoMkdir refuses a ledger whose directory is missing instead of
 	// creating it: a path the user named (a typo must not start a fresh,
-	// empty ledger, under which every key runs again).
+	// empty ledger, under which every key runs again). With ReadOnly or
+	// Existing, such a ledger is refused too, not ErrNoLedger: no run
+	// would ever create it, so it is no ledger "not created yet".
 	NoMkdir bool
 	// Existing opens to write only a ledger that exists: one that does not
 	// (a missing or empty file, a database without the ledger's schema) is

@@ -21,10 +21,9 @@ import (
 // to another user's file are refused.
 func prepareFile(abs string, mkdir bool) (real string, created bool, err error) {
 	dir := filepath.Dir(abs)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if err := missingDir(abs); err != nil {
 		if !mkdir {
-			return "", false, &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
-				Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700)"}
+			return "", false, err
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", false, &ledger.StoreError{Op: "create directory", Path: dir, Err: err, Hint: permHint(err)}
@@ -73,6 +72,18 @@ func prepareFile(abs string, mkdir bool) (real string, created bool, err error) 
 		return "", false, &ledger.StoreError{Op: "create", Path: abs, Err: err}
 	}
 	return abs, true, nil
+}
+
+// missingDir is the error for a ledger path whose directory does not
+// exist, or nil: a named path there is a typo, since only a run creates a
+// ledger, and a run refuses to create that directory.
+func missingDir(abs string) error {
+	dir := filepath.Dir(abs)
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
+		Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700)"}
 }
 
 // checkFile is prepareFile for a read-only open: it creates nothing, and

@@ -124,6 +124,9 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	var real string
 	created := false
 	switch {
+	case opts.NoMkdir && (opts.ReadOnly || opts.Existing) && missingDir(abs) != nil:
+		// Not "no ledger yet": no run would ever make one there.
+		return nil, missingDir(abs)
 	case opts.ReadOnly:
 		real, err = checkFile(abs)
 	case opts.Existing && missingOrEmpty(abs):
