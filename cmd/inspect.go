@@ -72,6 +72,10 @@ in docs/operators.md and stay stable.`,
 			case "utc":
 				o.loc = time.UTC
 			case "local":
+				if tz, bad := badTZ(a.getenv); bad {
+					return usagef("set TZ to a zone of the IANA database (Europe/Berlin), or use --time utc",
+						"TZ=%q names no time zone idem knows, and --time local would show UTC", tz)
+				}
 				o.loc = time.Local
 			default:
 				return usagef("use --time utc or --time local", "invalid --time %q", o.times)

@@ -64,13 +64,23 @@ func (p *periodFlags) zone(getenv func(string) string) (*time.Location, error) {
 		}
 		return loc, nil
 	}
-	if tz := strings.TrimPrefix(getenv("TZ"), ":"); tz != "" && !strings.HasPrefix(tz, "/") {
-		if _, err := period.Location(tz); err != nil {
-			return nil, usagef("set TZ to a zone of the IANA database (Europe/Berlin), or give --tz",
-				"TZ=%q names no time zone idem knows, and --period would count in UTC", getenv("TZ"))
-		}
+	if tz, bad := badTZ(getenv); bad {
+		return nil, usagef("set TZ to a zone of the IANA database (Europe/Berlin), or give --tz",
+			"TZ=%q names no time zone idem knows, and --period would count in UTC", tz)
 	}
 	return time.Local, nil
+}
+
+// badTZ reports whether TZ names a zone that idem does not know, which
+// Go reads as UTC without a word (a file path, TZ=/..., is left to Go).
+func badTZ(getenv func(string) string) (tz string, bad bool) {
+	tz = getenv("TZ")
+	name := strings.TrimPrefix(tz, ":")
+	if name == "" || strings.HasPrefix(name, "/") {
+		return tz, false
+	}
+	_, err := period.Location(name)
+	return tz, err != nil
 }
 
 // periodHelp is the flags' help of --period and --tz.
