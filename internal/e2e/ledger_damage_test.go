@@ -133,6 +133,9 @@ func TestDamagedLedgerRefused(t *testing.T) {
 			!strings.Contains(p.stderr, "idem: hint: stop every idem that uses it, then restore it from a backup") {
 			t.Errorf("%s damaged, check: %v; want 74, damaged, and how to recover", name, p)
 		}
+		if !strings.Contains(p.stdout, fmt.Sprintf(" %d: ", page)) && !strings.Contains(p.stdout, fmt.Sprintf("page %d ", page)) {
+			t.Errorf("%s damaged, check: %v; want the problems it found, page %d among them, one a line", name, p, page)
+		}
 		if fileSum(t, path) != sum {
 			t.Errorf("%s damaged: check changed the ledger file", name)
 		}

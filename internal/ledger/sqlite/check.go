@@ -17,7 +17,8 @@ const maxProblems = 20
 // index, the free list, and that each index matches its table. It reads
 // the whole file: seconds for a ledger of hundreds of megabytes. A damaged
 // ledger returns its result and a *StoreError that says how to recover;
-// one too damaged to be read returns only the error (corrupt).
+// one too damaged to be read returns only the error (corrupt), or the
+// problems SQLite named before it stopped, with that error.
 func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
 	var r ledger.CheckResult
 	if err := s.conn.QueryRowContext(ctx, `SELECT page_count FROM pragma_page_count()`).Scan(&r.Pages); err != nil {
@@ -38,7 +39,12 @@ func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.checkErr(err)
+		if len(r.Problems) == 0 {
+			return nil, s.checkErr(err)
+		}
+		// SQLite names a page it cannot read, then stops there: what it
+		// named is the check's answer.
+		return &r, s.checkErr(err)
 	}
 	if len(r.Problems) > 0 {
 		return &r, &ledger.StoreError{Op: "check", Path: s.path, Err: damagedErr(len(r.Problems)), Hint: checkHint}
