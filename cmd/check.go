@@ -68,7 +68,9 @@ func runCheck(ctx context.Context, a *app) error {
 	r, err := ck.Check(ctx)
 	if r != nil {
 		for _, p := range r.Problems {
-			fmt.Fprintln(a.stdout, p)
+			// SQLite's words name the file's own tables and indexes: a
+			// ledger another user made may name them with escapes.
+			fmt.Fprintln(a.stdout, escapeControls(p, true))
 		}
 	}
 	if err != nil {

@@ -224,3 +224,45 @@ func TestDamagedOutputLeafRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEscapesNames: idem check prints what SQLite's integrity_check
+// says, which names the file's own tables and indexes; a ledger someone
+// else made can name one with a terminal's escape sequences, which reach
+// the terminal as text, not as commands.
+func TestCheckEscapesNames(t *testing.T) {
+	idem, dir, _, job := damageSetup(t)
+	path := filepath.Join(dir, "named.db")
+	if p := run(t, job(path, "job:recorded-1")); p.code != 0 {
+		t.Fatalf("recording: %v", p)
+	}
+	if p := run(t, clean(nil, idem, "--ledger", path, "backup", path+".compact")); p.code != 0 {
+		t.Fatalf("backup: %v", p)
+	}
+	path += ".compact" // every page in the file, none in a -wal
+	const evil = "evil\x1b]0;owned\x07\x1b[31m"
+	db, err := sql.Open("sqlite", "file:"+uriPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE INDEX "` + evil + `" ON records(updated_ms)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	page := rootPages(t, path)[evil]
+	b, err := os.ReadFile(path)
+	if err != nil || page == 0 {
+		t.Fatalf("root page of the index: %d, %v", page, err)
+	}
+	// An empty leaf of an index: the table's rows are missing from it.
+	copy(b[(page-1)*4096:], []byte{0x0a, 0, 0, 0, 0, 0x10, 0, 0})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := run(t, clean(nil, idem, "--ledger", path, "check"))
+	if p.code != 74 || !strings.Contains(p.stdout, `wrong # of entries in index evil\x1b]0;owned\x07\x1b[31m`) {
+		t.Fatalf("check: %v; want 74 and the index's name escaped", p)
+	}
+	if strings.ContainsAny(p.stdout+p.stderr, "\x1b\x07") {
+		t.Fatalf("check wrote control characters: %q", p.stdout)
+	}
+}
