@@ -12,7 +12,7 @@ import (
 
 // idem's own exit codes.
 const (
-	OK         = 0   // inspect, purge, key or check did what was asked
+	OK         = 0   // any other command (inspect, purge, check, backup, metrics, key) did what was asked
 	NoRecord   = 1   // inspect: no record for the key
 	Usage      = 64  // EX_USAGE
 	DataErr    = 65  // EX_DATAERR: key reused with another fingerprint
@@ -78,7 +78,7 @@ func Table() []Entry {
 	every := func(code int, name, meaning string) Entry { return Entry{code, name, meaning, meaning} }
 	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost or lapsed (idem itself paused)"
 	return []Entry{
-		{OK, "OK", "inspect, purge, key or check did what was asked", ""},
+		{OK, "OK", "any other command (inspect, purge, check, backup, metrics, key) did what was asked", ""},
 		{NoRecord, "NoRecord", "inspect: no record for KEY", ""},
 		every(Usage, "Usage", "usage: bad flag, bad key, no command"),
 		every(DataErr, "DataErr", "key reused with a different command or payload"),
