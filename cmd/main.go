@@ -94,14 +94,14 @@ func (a *app) main(ctx context.Context, args []string) int {
 	switch {
 	case err == nil && a.helpErr != nil:
 		err = &exitError{code: exitcode.IOErr, msg: "write the help: " + a.helpErr.Error()}
+	case errors.As(err, &st):
+		return int(st)
 	case a.cobraOut != nil && a.cobraOut.err != nil:
 		// What cobra wrote for idem (the version, a completion script)
 		// could not be written: cobra returns that error, or none.
 		err = &exitError{code: exitcode.IOErr, msg: "write the output: " + a.cobraOut.err.Error()}
 	case err == nil:
 		return exitcode.OK
-	case errors.As(err, &st):
-		return int(st)
 	case c != nil && c.Name() == cobra.ShellCompRequestCmd:
 		// cobra adds its __complete command while it executes, after
 		// usageArgs; its one error is a missing command line.
