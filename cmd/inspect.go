@@ -72,10 +72,6 @@ in docs/operators.md and stay stable.`,
 			case "utc":
 				o.loc = time.UTC
 			case "local":
-				if tz, bad := badTZ(a.getenv); bad {
-					return usagef("set TZ to a zone of the IANA database (Europe/Berlin), or use --time utc",
-						"TZ=%q names no time zone idem knows, and --time local would show UTC", tz)
-				}
 				o.loc = time.Local
 			default:
 				return usagef("use --time utc or --time local", "invalid --time %q", o.times)
@@ -216,6 +212,11 @@ func runInspectKey(ctx context.Context, a *app, o *inspectOptions, changed func(
 	}
 	if err := key.Validate(k); err != nil {
 		return usagef("keys are built with: idem key PART...", "%v", err)
+	}
+	if tz, bad := badTZ(a.getenv); bad && o.loc == time.Local && modes == 0 {
+		// Only the record's view shows times in the local zone.
+		return usagef("set TZ to a zone of the IANA database (Europe/Berlin), or use --time utc",
+			"TZ=%q names no time zone idem knows, and --time local would show UTC", tz)
 	}
 	l, err := a.openExistingLedger(ctx, true)
 	var nl *noLedgerError

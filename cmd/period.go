@@ -71,16 +71,17 @@ func (p *periodFlags) zone(getenv func(string) string) (*time.Location, error) {
 	return time.Local, nil
 }
 
-// badTZ reports whether TZ names a zone that idem does not know, which
-// Go reads as UTC without a word (a file path, TZ=/..., is left to Go).
+// badTZ reports whether TZ names a zone that Go could not load, and so
+// reads as UTC without a word: the local zone is then named "UTC" though
+// TZ asked for another (a POSIX rule such as JST-9, a typo, a missing
+// file).
 func badTZ(getenv func(string) string) (tz string, bad bool) {
 	tz = getenv("TZ")
-	name := strings.TrimPrefix(tz, ":")
-	if name == "" || strings.HasPrefix(name, "/") {
+	switch strings.TrimPrefix(tz, ":") {
+	case "", "UTC":
 		return tz, false
 	}
-	_, err := period.Location(name)
-	return tz, err != nil
+	return tz, time.Local.String() == "UTC"
 }
 
 // periodHelp is the flags' help of --period and --tz.
