@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -60,22 +61,32 @@ func runCheck(ctx context.Context, a *app) error {
 		return err
 	}
 	defer l.Close()
+	w := newFlusher(a.stdout, "the check's result")
 	ck, ok := l.(checker)
 	if !ok {
-		fmt.Fprintf(a.stdout, "%s: schema usable by this idem; its pages are the database server's to check (data checksums, pg_amcheck)\n", l.Describe())
-		return nil
+		fmt.Fprintf(w, "%s: schema usable by this idem; its pages are the database server's to check (data checksums, pg_amcheck)\n", l.Describe())
+		return w.done(nil)
 	}
 	r, err := ck.Check(ctx)
 	if r != nil {
 		for _, p := range r.Problems {
-			// SQLite's words name the file's own tables and indexes: a
-			// ledger another user made may name them with escapes.
-			fmt.Fprintln(a.stdout, escapeControls(p, true))
+			if rest, ok := strings.CutPrefix(p, sqliteDBLine+"\n"); ok {
+				fmt.Fprintln(w, sqliteDBLine)
+				p = rest
+			}
+			// One problem a line, whatever it names: SQLite's words name
+			// the file's own tables and indexes, which a ledger another
+			// user made may name with newlines and escapes.
+			fmt.Fprintln(w, escapeControls(p, false))
 		}
 	}
 	if err != nil {
-		return err
+		return w.done(err)
 	}
-	fmt.Fprintf(a.stdout, "%s: ok (%d pages checked)\n", l.Describe(), r.Pages)
-	return nil
+	fmt.Fprintf(w, "%s: ok (%d pages checked)\n", l.Describe(), r.Pages)
+	return w.done(nil)
 }
+
+// sqliteDBLine is the line SQLite's integrity_check puts before the first
+// problem it finds in a database.
+const sqliteDBLine = "*** in database main ***"

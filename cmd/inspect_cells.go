@@ -80,7 +80,8 @@ func reason(r *ledger.Record) string {
 
 // escapeControls shows control characters (and invalid UTF-8) as escapes,
 // so a stored stderr cannot move the terminal's cursor or change its
-// colours; with keepLines, newlines and tabs stay as they are.
+// colours, nor bidirectional overrides reorder what is shown; with
+// keepLines, newlines and tabs stay as they are.
 func escapeControls(s string, keepLines bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -94,6 +95,8 @@ func escapeControls(s string, keepLines bool) string {
 			// CRLF line ends: the CR says nothing
 		case c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0):
 			fmt.Fprintf(&b, `\x%02x`, c)
+		case c == 0x61c || c == 0x200e || c == 0x200f || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069):
+			fmt.Fprintf(&b, `\u%04x`, c)
 		default:
 			b.WriteString(s[i : i+n])
 		}

@@ -72,6 +72,8 @@ func TestEscapeControls(t *testing.T) {
 		{"a\r\nb\tc\x07", true, "a\nb\tc\\x07"},
 		{"bad \xff byte", false, `bad \xff byte`},
 		{"\u009b csi", false, `\x9b csi`},
+		{"abc\u202eevil.sh\u2066x\u2069", true, `abc\u202eevil.sh\u2066x\u2069`},
+		{"Arabic \u0639\u0631\u0628\u064a stays", false, "Arabic \u0639\u0631\u0628\u064a stays"},
 	} {
 		if got := escapeControls(tc.in, tc.keepLines); got != tc.want {
 			t.Errorf("escapeControls(%q, %v) = %q, want %q", tc.in, tc.keepLines, got, tc.want)

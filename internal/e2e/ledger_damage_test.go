@@ -239,7 +239,9 @@ func TestCheckEscapesNames(t *testing.T) {
 		t.Fatalf("backup: %v", p)
 	}
 	path += ".compact" // every page in the file, none in a -wal
-	const evil = "evil\x1b]0;owned\x07\x1b[31m"
+	// A newline and a fake verdict, a terminal's title and colour, a
+	// bidirectional override.
+	const evil = "evil\n/x.db: ok (9 pages checked)\n\x1b]0;owned\x07\x1b[31m\u202e"
 	db, err := sql.Open("sqlite", "file:"+uriPath(path))
 	if err != nil {
 		t.Fatal(err)
@@ -259,10 +261,11 @@ func TestCheckEscapesNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := run(t, clean(nil, idem, "--ledger", path, "check"))
-	if p.code != 74 || !strings.Contains(p.stdout, `wrong # of entries in index evil\x1b]0;owned\x07\x1b[31m`) {
+	want := `wrong # of entries in index evil\x0a/x.db: ok (9 pages checked)\x0a\x1b]0;owned\x07\x1b[31m\u202e`
+	if p.code != 74 || !strings.Contains(p.stdout, want+"\n") {
 		t.Fatalf("check: %v; want 74 and the index's name escaped", p)
 	}
-	if strings.ContainsAny(p.stdout+p.stderr, "\x1b\x07") {
-		t.Fatalf("check wrote control characters: %q", p.stdout)
+	if strings.ContainsAny(p.stdout+p.stderr, "\x1b\x07\u202e") || strings.Contains(p.stdout, "\n/x.db: ok") {
+		t.Fatalf("check wrote control characters, or a line of the index's name: %q", p.stdout)
 	}
 }
