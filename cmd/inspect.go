@@ -166,7 +166,7 @@ func runInspectList(ctx context.Context, a *app, o *inspectOptions) error {
 	n := 0
 	err = each(func(r *ledger.Record) error {
 		n++
-		t.add(r, []string{r.Key, statusCell(r, now), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
+		t.add(r, []string{escapeControls(r.Key, false), escapeControls(statusCell(r, now), false), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
 			exitCell(r), strconv.FormatInt(r.Replays, 10), age(now.Sub(r.OutcomeTime())), durationCell(r, now),
 			cut(escapeControls(reason(r), false), reasonWidth)})
 		if n%flushEvery(f) == 0 {
@@ -281,19 +281,20 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 	var rows [][]string
 	add := func(k, v string) { rows = append(rows, []string{k + ":", v}) }
 	add("ledger", where)
-	add("key", r.Key)
-	add("status", paint(r.Status, statusCell(r, now)))
+	esc := func(s string) string { return escapeControls(s, false) }
+	add("key", esc(r.Key))
+	add("status", paint(r.Status, esc(statusCell(r, now))))
 	if r.HasExit {
-		add("exit code", fmt.Sprintf("%d (from %s)", r.ExitCode, r.ExitSource))
+		add("exit code", fmt.Sprintf("%d (from %s)", r.ExitCode, esc(r.ExitSource)))
 	}
 	if why := reason(r); why != "" {
 		add("reason", escapeControls(why, false))
 	}
 	add("command", quoteArgv(r.Command))
 	if r.Cwd != "" || r.User != "" {
-		add("ran in", fmt.Sprintf("%s as %s", orDash(r.Cwd), orDash(r.User)))
+		add("ran in", fmt.Sprintf("%s as %s", esc(orDash(r.Cwd)), esc(orDash(r.User))))
 	}
-	add("fingerprint", r.Fingerprint)
+	add("fingerprint", esc(r.Fingerprint))
 	add("attempts", fmt.Sprintf("%d of %d", r.Attempts, r.MaxAttempts))
 	add("created", stamp(r.Created, now))
 	if r.Status == ledger.StatusInProgress {
@@ -302,7 +303,7 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 		if r.Live(now, nil) {
 			lease = "expires " + stamp(r.LeaseExpiry, now)
 		}
-		add("owner", fmt.Sprintf("%s, pid %d, token %d; lease %s", r.Owner.Host, r.Owner.PID, r.Token, lease))
+		add("owner", fmt.Sprintf("%s, pid %d, token %d; lease %s", esc(r.Owner.Host), r.Owner.PID, r.Token, lease))
 		if r.Owner.ChildPGID != 0 {
 			add("child", fmt.Sprintf("process group %d", r.Owner.ChildPGID))
 		}
@@ -334,7 +335,7 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 	if tail, total, ok := stderrTail(r, hist); ok && (r.Status == ledger.StatusFailed || r.Status == ledger.StatusRetryable) {
 		fmt.Fprintln(w)
 		if len(tail) < total {
-			fmt.Fprintf(w, "stderr, last %s of %s (all of it: idem inspect --stderr %s):\n", size(int64(len(tail))), size(int64(total)), r.Key)
+			fmt.Fprintf(w, "stderr, last %s of %s (all of it: idem inspect --stderr %s):\n", size(int64(len(tail))), size(int64(total)), esc(r.Key))
 		} else {
 			fmt.Fprintf(w, "stderr (%s):\n", size(int64(total)))
 		}
@@ -357,13 +358,13 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 			code = strconv.Itoa(h.ExitCode)
 		}
 		if h.Class != "" {
-			class = h.Class
+			class = esc(h.Class)
 		}
 		if h.Delay > 0 {
 			delay = span(h.Delay)
 		}
 		rows = append(rows, []string{strconv.Itoa(h.N), h.Started.In(loc).Format(timeFormat), dur, code, class, delay,
-			h.Host, strconv.Itoa(h.PID), cut(escapeControls(ledger.LastLine(h.StderrTail), false), reasonWidth)})
+			esc(h.Host), strconv.Itoa(h.PID), cut(escapeControls(ledger.LastLine(h.StderrTail), false), reasonWidth)})
 	}
 	// The last column is often empty: no line ends in spaces.
 	var b strings.Builder

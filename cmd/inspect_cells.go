@@ -83,6 +83,9 @@ func reason(r *ledger.Record) string {
 // colours, nor bidirectional overrides reorder what is shown; with
 // keepLines, newlines and tabs stay as they are.
 func escapeControls(s string, keepLines bool) string {
+	if printableASCII(s) {
+		return s // most of what a ledger holds: keys, hosts, paths
+	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		c, n := utf8.DecodeRuneInString(s[i:])
@@ -103,6 +106,17 @@ func escapeControls(s string, keepLines bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// printableASCII reports whether s is printable ASCII only, which
+// escapeControls leaves as it is.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // cut shortens s to at most n runes, marking the cut with "...".
