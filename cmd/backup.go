@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/shquote"
 )
 
 // backuper is a ledger that can copy itself (SQLite; see
@@ -103,8 +104,8 @@ func backupError(dest string, err error) error {
 		return err
 	}
 	hint := se.Hint
-	if _, err := os.Stat(filepath.Dir(abs)); errors.Is(se.Err, fs.ErrNotExist) && errors.Is(err, fs.ErrNotExist) {
-		hint = fmt.Sprintf("create its directory first (mkdir -p %s), or name a file in one that exists", filepath.Dir(abs))
+	if _, err := os.Lstat(filepath.Dir(abs)); errors.Is(se.Err, fs.ErrNotExist) && errors.Is(err, fs.ErrNotExist) {
+		hint = fmt.Sprintf("create its directory first (mkdir -p %s), or name a file in one that exists", shquote.Word(filepath.Dir(abs)))
 	}
 	return &exitError{code: exitcode.IOErr, msg: fmt.Sprintf("backup %s: %v; the ledger is unchanged", abs, se.Err), hint: hint}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idemhq/idem/internal/ledger"
+	"github.com/idemhq/idem/internal/shquote"
 )
 
 // prepareFile creates a missing directory (0700, when mkdir says so; else
@@ -82,8 +83,13 @@ func missingDir(abs string) error {
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// mkdir would fail: the name is taken, by the link.
+		return &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s is a symbolic link to a missing directory", dir),
+			Hint: "check the path in --ledger or IDEM_LEDGER, and where the link points"}
+	}
 	return &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
-		Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700)"}
+		Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700 " + shquote.Word(dir) + ")"}
 }
 
 // checkFile is prepareFile for a read-only open: it creates nothing, and
