@@ -75,8 +75,7 @@ func runBackup(ctx context.Context, a *app, dest string) error {
 	if errors.As(err, &nl) {
 		// An empty copy would restore as a ledger with nothing in it: most
 		// likely the path is mistyped, or the ledger is another user's.
-		return &ledger.StoreError{Op: "backup", Path: nl.path,
-			Err: errors.New("no ledger there: nothing was ever recorded; nothing was written"), Hint: nl.hint()}
+		return nl.refusal("backup", "; nothing was written")
 	}
 	if err != nil {
 		return err

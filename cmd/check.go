@@ -55,7 +55,7 @@ func runCheck(ctx context.Context, a *app) error {
 	if errors.As(err, &nl) {
 		// Nothing to check is no clean bill of health: most likely a
 		// mistyped path, or another user's ledger location.
-		return &ledger.StoreError{Op: "check", Path: nl.path, Err: errors.New("no ledger there: nothing was ever recorded"), Hint: nl.hint()}
+		return nl.refusal("check", "")
 	}
 	if err != nil {
 		return err

@@ -189,6 +189,16 @@ func (e *noLedgerError) hint() string {
 	return serviceHint
 }
 
+// refusal is the error of a command that needs the ledger to exist
+// (check, backup), with what to do.
+func (e *noLedgerError) refusal(op, what string) error {
+	hint := e.hint()
+	if hint == "" {
+		hint = "check the path in --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
+	}
+	return &ledger.StoreError{Op: op, Path: e.path, Err: errors.New("no ledger there: nothing was ever recorded" + what), Hint: hint}
+}
+
 func (e *noLedgerError) Error() string {
 	return fmt.Sprintf("no ledger at %s: nothing was ever recorded there", e.path)
 }
