@@ -22,6 +22,9 @@ type ledgerLocation struct {
 	// named: the user gave the path (--ledger, IDEM_LEDGER), so its
 	// directory must exist; a default location's directory is created.
 	named bool
+	// service: the default location is a systemd service's own
+	// ($STATE_DIRECTORY).
+	service bool
 }
 
 // ledgerPath resolves where the ledger lives: --ledger, then IDEM_LEDGER,
@@ -45,6 +48,7 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 		}
 		path, named = filepath.Join(dir, "ledger.db"), false
 	}
+	service := !named && a.serviceState() != ""
 	loc, err := a.backends.Lookup(path)
 	var elsewhere *location.ElsewhereError
 	if errors.As(err, &elsewhere) {
@@ -53,7 +57,7 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 	if err != nil {
 		return ledgerLocation{}, err
 	}
-	return ledgerLocation{Location: loc, named: named}, nil
+	return ledgerLocation{Location: loc, named: named, service: service}, nil
 }
 
 // ledger is ledgerPath, checked: a location that names no ledger its
@@ -79,11 +83,20 @@ func (a *app) stateDir() (string, error) {
 	return dir, err
 }
 
+// serviceState is the first entry of $STATE_DIRECTORY (a systemd
+// service's StateDirectory=) when it is an absolute path, else "".
+func (a *app) serviceState() string {
+	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return d
+	}
+	return ""
+}
+
 // stateDirHome is stateDir, and the HOME it lies under when that variable
 // gave it ("" when the directory is a service's, XDG's, or under the
 // password database's home).
 func (a *app) stateDirHome() (dir, home string, err error) {
-	if d, _, _ := strings.Cut(a.getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+	if d := a.serviceState(); d != "" {
 		return d, "", nil
 	}
 	if d := a.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
@@ -176,14 +189,15 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, ledgerLocation, er
 // noLedgerError says the ledger does not exist (yet): commands treat it
 // as empty, and create nothing.
 type noLedgerError struct {
-	path  string
-	named bool // the user named the path (--ledger, IDEM_LEDGER)
+	path    string
+	named   bool // the user named the path (--ledger, IDEM_LEDGER)
+	service bool // the path is a systemd service's state directory's
 }
 
-// hint says where else records may be: a default location is not where
-// a systemd service keeps its ledger.
+// hint says where else records may be: a login shell's default location
+// is not where a systemd service keeps its ledger.
 func (e *noLedgerError) hint() string {
-	if e.named {
+	if e.named || e.service {
 		return ""
 	}
 	return serviceHint
@@ -221,7 +235,7 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	l, err := a.open(ctx, loc, ledger.Options{ReadOnly: readOnly, Existing: true, NoMkdir: loc.named})
 	var se *ledger.StoreError
 	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
-		return nil, &noLedgerError{path: se.Path, named: loc.named} // a DSN without its password
+		return nil, &noLedgerError{path: se.Path, named: loc.named, service: loc.service} // a DSN without its password
 	}
 	if err != nil {
 		return nil, err
