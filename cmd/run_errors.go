@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -137,6 +138,9 @@ func startError(e *runner.StartError) error {
 	case e.Code == exitcode.NotFound && strings.ContainsAny(e.Path, " |&;<>()$`*?"):
 		// A whole shell line given as one argument: no program has that name.
 		hint = "idem runs a program, not a shell line: give the line to a shell (-- sh -c '...')"
+	case e.Code == exitcode.NotFound && errors.Is(statErr, fs.ErrNotExist) && strings.Contains(e.Path, "/"):
+		// A path, not a name: PATH played no part.
+		hint = "check the path: no file is there (PATH plays no part in a name with a /)"
 	case statErr == nil && e.Code == exitcode.NotFound:
 		// The file is there: what is missing is the interpreter its #!
 		// line names (the kernel reports ENOENT for both).
