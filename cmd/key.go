@@ -85,6 +85,7 @@ Put '--' before parts that start with '-'.`,
 	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "printed the key"},
 		exitLine{exitcode.Usage, "usage: no PART, or an empty one; a bad --period, --tz or --at"},
+		exitLine{exitcode.IOErr, "the key could not be written to stdout"},
 	))
 	return c
 }
