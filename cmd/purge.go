@@ -118,8 +118,13 @@ func (o *purgeOptions) selector() (ledger.Selector, error) {
 		return sel, usagef("--all already selects every record; drop it or the other selectors", "--all cannot be combined with keys or other selectors")
 	}
 	if sel.Empty() {
-		return sel, usagef("name KEYs, or select with --older-than, --status, --prefix, --expired or --all",
-			"nothing selected: purge needs keys or a selector")
+		hint := "name KEYs, or select with --older-than, --status, --prefix, --expired or --all"
+		if o.vacuum {
+			// Expired records already count as absent: removing them
+			// changes no run's outcome.
+			hint = "to compact the ledger alone: idem purge --expired --vacuum; else " + hint
+		}
+		return sel, usagef(hint, "nothing selected: purge needs keys or a selector")
 	}
 	return sel, nil
 }
