@@ -68,12 +68,17 @@ func ledgerKeys(ctx context.Context, a *app, prefix string) ([]string, error) {
 // initCompletionCmd adds cobra's completion command now (rather than when
 // it executes) so that a missing or unknown shell is a usage error, not a
 // help text that exits 0.
-func initCompletionCmd(root *cobra.Command) {
+func initCompletionCmd(a *app, root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() != "completion" {
 			continue
 		}
+		// cobra's own help, not the root's (which adds the whole exit
+		// table), before its section: cobra made the command under the
+		// root, where it inherits the root's.
+		c.SetHelpFunc((&cobra.Command{}).HelpFunc())
+		helpSection(a, c, writerExits("the completion script"))
 		c.Example = `  # bash (needs the bash-completion package), for this shell, then for good
   source <(idem completion bash)
   idem completion bash > /etc/bash_completion.d/idem

@@ -238,7 +238,7 @@ steps and webhook handlers are delivered at least once; wrapped in
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newInspectCmd(a), newPurgeCmd(a), newKeyCmd(a), newMetricsCmd(a), newBackupCmd(a), newCheckCmd(a), newSchemaCmd(a))
 	root.AddCommand(newManCmd(a))
-	initCompletionCmd(root)
+	initCompletionCmd(a, root)
 	completeFlagValues(root)
 	usageErrors(root)
 	return root

@@ -13,7 +13,7 @@ import (
 
 // newManCmd writes idem's manual page, generated from the command tree.
 func newManCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "man",
 		Short: "Write the idem(1) manual page (roff) to stdout",
 		Long:  "Write the idem(1) manual page, in roff, to stdout: man -l <(idem man), or save it as idem.1.",
@@ -25,6 +25,18 @@ func newManCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	helpSection(a, c, writerExits("the manual page"))
+	return c
+}
+
+// writerExits is the EXIT STATUS section of a command that only writes
+// what to stdout (man, completion).
+func writerExits(what string) func() string {
+	return exitSection(
+		exitLine{exitcode.OK, "wrote " + what},
+		exitLine{exitcode.Usage, "usage: bad arguments"},
+		exitLine{exitcode.IOErr, what + " could not be written to stdout"},
+	)
 }
 
 // manDate is the page's date: SOURCE_DATE_EPOCH's when set, so that a
