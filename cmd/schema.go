@@ -33,9 +33,9 @@ after upgrading idem, before the runtime roles' hosts use the new version.
 
 A runtime role needs no right to create or change anything: USAGE on the
 schema, SELECT on meta, SELECT, INSERT, UPDATE and DELETE on records and
-attempts, SELECT, INSERT and UPDATE on totals, and USAGE on the sequence
-tokens. With these it runs every command but 'purge --vacuum', which needs
-the owner.
+attempts, SELECT, INSERT and UPDATE on totals and last_success, and USAGE
+on the sequence tokens. With these it runs every command but
+'purge --vacuum', which needs the owner.
 
 The schema is idem, or what IDEM_LEDGER_SCHEMA names (lower-case letters,
 digits and _); every host of a fleet must use the same.`,
