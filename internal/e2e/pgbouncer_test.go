@@ -249,6 +249,18 @@ func TestPostgresNoSecondLedgerUnasked(t *testing.T) {
 	if c := schemaCount(t, db); c != 0 {
 		t.Fatal("the refused run created schema idem")
 	}
+	// Nor do the commands that only look or remove show an empty ledger
+	// (or metrics of zeros) where the fleet's is.
+	for _, c := range [][]string{{"inspect"}, {"inspect", "evt:beside:1"}, {"metrics"}, {"purge", "--all"}, {"purge", "--all", "--dry-run"}, {"check"}} {
+		p := idemWith(t, dsn, nil, c...)
+		wantExit(t, p, 74, `schema "idem" has no ledger, and this database holds one in schema "staging_fleet"`)
+		if !strings.Contains(p.stderr, `idem: hint: this database's ledger is in schema "staging_fleet": set IDEM_LEDGER_SCHEMA=staging_fleet`) || p.stdout != "" {
+			t.Errorf("%q: %v; want the fleet's schema named, and nothing on stdout", c, p)
+		}
+	}
+	if c := schemaCount(t, db); c != 0 {
+		t.Fatal("a refused command created schema idem")
+	}
 	wantExit(t, idemWith(t, dsn, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
 	p = idemWith(t, dsn, nil, "run", "--key", "evt:beside:1", "--", "echoargs", "second ledger")
 	wantExit(t, p, 0, "")

@@ -65,6 +65,16 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 	if err == nil && stored.Write == 0 && opts.Existing {
 		err = ledger.ErrNoLedger
 	}
+	if errors.Is(err, ledger.ErrNoLedger) {
+		// Not "no ledger yet" where the database holds one in another
+		// schema: the host forgot the fleet's IDEM_LEDGER_SCHEMA, and an
+		// empty listing, or metrics of zeros, would hide the fleet's.
+		if others, oerr := otherLedgers(ctx, p.db, p.schema); oerr == nil && len(others) > 0 {
+			return &ledger.StoreError{Op: "open", Path: p.desc,
+				Err:  fmt.Errorf("schema %q has no ledger, and this database holds one in schema %q", p.schema, others[0]),
+				Hint: besideHint(others)}
+		}
+	}
 	if err != nil {
 		return p.schemaErr(err)
 	}
