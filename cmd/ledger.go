@@ -60,6 +60,22 @@ func (a *app) ledgerPath() (ledgerLocation, error) {
 	return ledgerLocation{Location: loc, named: named, service: service}, nil
 }
 
+// describe names the ledger at loc for a report or a metrics label: its
+// backend's description, and its schema when that is not the default,
+// so that ledgers in two schemas of one database are told apart, as
+// inspect tells them apart.
+func (a *app) describe(loc ledgerLocation) string {
+	d := loc.Describe()
+	if s, ok := loc.Backend().(location.Schemer); ok {
+		name, err := s.SchemaName(a.getenv)
+		def, _ := s.SchemaName(func(string) string { return "" })
+		if err == nil && name != def {
+			d += " (schema " + name + ")"
+		}
+	}
+	return d
+}
+
 // ledger is ledgerPath, checked: a location that names no ledger its
 // backend can open is a usage error.
 func (a *app) ledger() (ledgerLocation, error) {

@@ -168,7 +168,7 @@ func (a *app) metricsLabels(flags []string) ([]string, error) {
 	}
 	if !ledgerSet {
 		if loc, err := a.ledgerPath(); err == nil {
-			out = append([]string{"ledger", loc.Describe()}, out...)
+			out = append([]string{"ledger", a.describe(loc)}, out...)
 		}
 	}
 	return out, nil

@@ -149,7 +149,7 @@ func (a *app) ledgerDescription() *string {
 	if err != nil {
 		return nil
 	}
-	s := loc.Describe()
+	s := a.describe(loc)
 	return &s
 }
 

@@ -7,6 +7,8 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -214,6 +216,15 @@ func TestPostgresLedgerSchemaVar(t *testing.T) {
 	// Listings name the schema, so ledgers of one database are told apart.
 	if p := idemWith(t, dsn, staging, "inspect"); p.code != 0 || !strings.Contains(p.stdout, " (schema staging_fleet)\n") {
 		t.Fatalf("%v: want exit 0 and the ledger's line naming schema staging_fleet", p)
+	}
+	// So do the metrics' ledger label and a report's ledger.
+	if p := idemWith(t, dsn, staging, "metrics"); p.code != 0 || !strings.Contains(p.stdout, ` (schema staging_fleet)"}`) {
+		t.Fatalf("%v: want exit 0 and the ledger label naming schema staging_fleet", p)
+	}
+	report := filepath.Join(t.TempDir(), "r.json")
+	wantExit(t, idemWith(t, dsn, staging, "run", "--report", report, "--key", "evt:schema-var:1", "--", "echoargs", "staging"), 0, "idem: replayed")
+	if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), ` (schema staging_fleet)"`) {
+		t.Fatalf("report: %s, %v; want its ledger naming schema staging_fleet", b, err)
 	}
 	p = idemWith(t, dsn, nil, "schema")
 	wantExit(t, p, 0, "")

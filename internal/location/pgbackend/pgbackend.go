@@ -73,7 +73,7 @@ func (Backend) RunLockPath(l ledger.Ledger, stateDir func() string) string {
 
 // CheckBackup refuses: the database's own tools back it up.
 func (Backend) CheckBackup() error {
-	return location.Usagef("back up a PostgreSQL ledger with the database's own tools: pg_dump --schema=idem, or the server's backups",
+	return location.Usagef("back up a PostgreSQL ledger with the database's own tools: pg_dump --schema of its schema (idem, or what IDEM_LEDGER_SCHEMA names), or the server's backups",
 		"idem backup copies a SQLite ledger; this ledger is a PostgreSQL database")
 }
 
