@@ -32,8 +32,10 @@ key. Run it after a crash of the host or disk, before a backup you mean
 to keep, and when idem says the ledger is corrupt. Each problem found is
 printed on its own line.
 
-For a PostgreSQL ledger it checks that this idem can use the schema; the
-database's pages are the server's to check (data checksums, pg_amcheck).`,
+For a PostgreSQL ledger it checks that this idem can use the schema and
+that the role it connects as has every right a run needs, and prints
+the GRANT of each it lacks; the database's pages are the server's to
+check (data checksums, pg_amcheck).`,
 		Example: `  idem check
   idem check --ledger /var/lib/idem/ledger.db`,
 		Args: cobra.NoArgs,
@@ -44,7 +46,7 @@ database's pages are the server's to check (data checksums, pg_amcheck).`,
 	helpSection(a, c, exitSection(
 		exitLine{exitcode.OK, "no damage found"},
 		exitLine{exitcode.Usage, "bad arguments"},
-		exitLine{exitcode.IOErr, "the ledger is damaged, missing, or could not be opened or read"},
+		exitLine{exitcode.IOErr, "the ledger is damaged, missing, or could not be opened or read; the role lacks a right a run needs"},
 	))
 	return c
 }
@@ -64,6 +66,21 @@ func runCheck(ctx context.Context, a *app) error {
 	w := newFlusher(a.stdout, "the check's result")
 	ck, ok := l.(checker)
 	if !ok {
+		if g, ok := l.(granted); ok {
+			role, missing, err := g.MissingGrants(ctx)
+			if err != nil {
+				return err
+			}
+			if len(missing) > 0 {
+				// The grants to give it, one a line, as SQL.
+				for _, m := range missing {
+					fmt.Fprintln(w, escapeControls(m, false))
+				}
+				return w.done(&ledger.StoreError{Op: "check", Path: l.Describe(),
+					Err:  fmt.Errorf("role %s lacks %d of the rights a run needs (above): some commands fail with \"permission denied\"", escapeControls(role, false), len(missing)),
+					Hint: "have the ledger's owner run 'idem schema --apply --grant ROLE', or run the GRANTs above as the owner"})
+			}
+		}
 		fmt.Fprintf(w, "%s: schema usable by this idem; its pages are the database server's to check (data checksums, pg_amcheck)\n", l.Describe())
 		return w.done(nil)
 	}
@@ -85,6 +102,12 @@ func runCheck(ctx context.Context, a *app) error {
 	}
 	fmt.Fprintf(w, "%s: ok (%d pages checked)\n", l.Describe(), r.Pages)
 	return w.done(nil)
+}
+
+// granted is a ledger whose role may lack the rights a run needs
+// (PostgreSQL).
+type granted interface {
+	MissingGrants(ctx context.Context) (role string, missing []string, err error)
 }
 
 // sqliteDBLine is the line SQLite's integrity_check puts before the first

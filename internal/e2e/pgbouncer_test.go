@@ -197,6 +197,43 @@ func TestPostgresRuntimeRoleThroughPgBouncer(t *testing.T) {
 	wantExit(t, idemWith(t, runtime, nil, "inspect", "evt:runtime:2"), 0, "")
 }
 
+// idem check as a runtime role names the rights it lacks, as the GRANTs
+// to run (a role set up by hand opens the ledger and replays, and fails
+// only when a purge or an outcome writes where it may not), and passes a
+// role with every grant.
+func TestPostgresCheckNamesMissingGrants(t *testing.T) {
+	runtimeDSN, role := needRuntimeRole(t)
+	owner, db := pgDatabase(t)
+	runtime := withRole(t, owner, runtimeDSN)
+	wantExit(t, idemWith(t, owner, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
+	ctx := context.Background()
+	for _, g := range []string{`GRANT USAGE ON SCHEMA idem TO ` + role, `GRANT SELECT ON idem.meta TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON idem.records, idem.attempts TO ` + role} {
+		if _, err := db.Exec(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := idemWith(t, runtime, nil, "check")
+	wantExit(t, p, 74, "role "+role+" lacks 7 of the rights a run needs")
+	q := `"` + role + `"`
+	for _, want := range []string{`GRANT SELECT ON "idem".totals TO ` + q + ";", `GRANT UPDATE ON "idem".last_success TO ` + q + ";",
+		`GRANT USAGE ON SEQUENCE "idem".tokens TO ` + q + ";"} {
+		if !strings.Contains(p.stdout, want+"\n") {
+			t.Errorf("check: %v; want the line %q", p, want)
+		}
+	}
+	if strings.Contains(p.stdout, "records") || !strings.Contains(p.stderr, "idem: hint: have the ledger's owner run 'idem schema --apply --grant ROLE'") {
+		t.Errorf("check: %v; want only what is missing, and the owner's command", p)
+	}
+	wantExit(t, idemWith(t, owner, nil, "schema", "--apply", "--grant", role), 0, "")
+	if p := idemWith(t, runtime, nil, "check"); p.code != 0 || !strings.Contains(p.stdout, "schema usable by this idem") {
+		t.Fatalf("check with every grant: %v; want 0", p)
+	}
+	if p := idemWith(t, owner, nil, "check"); p.code != 0 {
+		t.Fatalf("check as the owner: %v; want 0", p)
+	}
+}
+
 // IDEM_LEDGER_SCHEMA puts the ledger in a schema of that name, for every
 // command and for 'idem schema'; a name that needs quoting is a usage
 // error, and nothing is created.
