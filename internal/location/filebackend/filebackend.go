@@ -28,6 +28,13 @@ func (Backend) Check(path string) error {
 		return location.Usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
 			"unsupported ledger URL scheme %q", scheme)
 	}
+	// postgres:db or postgresql:/db: a DSN with a typo, not a file to
+	// start an empty ledger in, under which every key of a fleet runs
+	// again on this host.
+	if scheme, _, ok := strings.Cut(path, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return location.Usagef("write a PostgreSQL ledger as postgres://USER@HOST:PORT/DATABASE; a file of that name as ./"+path,
+			"%q is neither a PostgreSQL URL (postgres://...) nor a file idem would make", path)
+	}
 	return nil
 }
 
