@@ -10,8 +10,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -25,45 +23,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// pgNewDatabase creates an empty database for one test and returns its DSN
-// and a connection to it; deferFn registers the drop.
-func pgNewDatabase(base string, deferFn func(func())) (string, *pgx.Conn, error) {
-	ctx := context.Background()
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", nil, fmt.Errorf("IDEM_TEST_POSTGRES: %v", err)
-	}
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to IDEM_TEST_POSTGRES: %v", err)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "idem_test_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
-		admin.Close(ctx)
-		return "", nil, fmt.Errorf("create database %s (the role needs CREATEDB): %v", name, err)
-	}
-	u.Path = "/" + name
-	dsn := u.String()
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		admin.Close(ctx)
-		return "", nil, err
-	}
-	deferFn(func() {
-		db.Close(ctx)
-		admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
-		admin.Close(ctx)
-	})
-	return dsn, db, nil
-}
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
+)
 
 func pgDatabase(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
-	dsn, db, err := pgNewDatabase(needPostgres(t), t.Cleanup)
+	dsn, db, err := ledgertest.NewPostgresDatabase(needPostgres(t), t.Cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
 )
 
 // The documented backup and restore of a PostgreSQL ledger (pg_dump
@@ -17,7 +19,7 @@ func TestPostgresRestoreKeepsTokensAhead(t *testing.T) {
 	pgDump, psql := needTool(t, "pg_dump"), needTool(t, "psql")
 	dsn, _ := pgDatabase(t)
 	job, tokens, dump := dumpBetweenRuns(t, pgDump, dsn)
-	restored, _, err := pgNewDatabase(needPostgres(t), t.Cleanup)
+	restored, _, err := ledgertest.NewPostgresDatabase(needPostgres(t), t.Cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}

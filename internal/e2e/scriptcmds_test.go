@@ -15,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/idemhq/idem/internal/ledger/ledgertest"
 	"github.com/idemhq/idem/internal/testenv"
 )
 
@@ -161,7 +162,7 @@ func cmdPGLedger(ts *testscript.TestScript, neg bool, args []string) {
 	if base == "" {
 		ts.Fatalf("pgledger: IDEM_TEST_POSTGRES is not set (start the script with need postgres)")
 	}
-	dsn, _, err := pgNewDatabase(base, ts.Defer)
+	dsn, _, err := ledgertest.NewPostgresDatabase(base, ts.Defer)
 	ts.Check(err)
 	ts.Setenv("IDEM_LEDGER", dsn)
 	u, _ := url.Parse(dsn)

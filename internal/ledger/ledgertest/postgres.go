@@ -1,8 +1,15 @@
 package ledgertest
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
 	"os"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemhq/idem/internal/testenv"
 )
@@ -39,4 +46,39 @@ func RuntimeDSN(t testing.TB) string {
 	testenv.Need(t, "a least-privilege PostgreSQL role", dsn != "", "IDEM_TEST_POSTGRES_RUNTIME is not set "+
 		"(set it to the DSN of a LOGIN role without CREATE on IDEM_TEST_POSTGRES's database; see CONTRIBUTING.md)")
 	return dsn
+}
+
+// NewPostgresDatabase creates an empty database for one test on the
+// server of base (IDEM_TEST_POSTGRES, whose role needs CREATEDB) and
+// returns its DSN and a connection to it; deferFn registers the drop.
+func NewPostgresDatabase(base string, deferFn func(func())) (string, *pgx.Conn, error) {
+	ctx := context.Background()
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("IDEM_TEST_POSTGRES: %v", err)
+	}
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to IDEM_TEST_POSTGRES: %v", err)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "idem_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		admin.Close(ctx)
+		return "", nil, fmt.Errorf("create database %s (the role needs CREATEDB): %v", name, err)
+	}
+	u.Path = "/" + name
+	dsn := u.String()
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		admin.Close(ctx)
+		return "", nil, err
+	}
+	deferFn(func() {
+		db.Close(ctx)
+		admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+		admin.Close(ctx)
+	})
+	return dsn, db, nil
 }

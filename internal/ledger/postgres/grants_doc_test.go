@@ -19,7 +19,7 @@ func TestDocsRuntimeGrants(t *testing.T) {
 	}
 	var doc []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, "GRANT ") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "GRANT ") && strings.HasSuffix(l, ";") {
 			doc = append(doc, l)
 		}
 	}

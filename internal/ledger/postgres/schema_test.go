@@ -72,13 +72,30 @@ func setMeta(t *testing.T, schema string, version, compat int) {
 }
 
 // TestPostgresReadOnlyDoesNoDDL: a read-only open of a database without
-// the ledger's schema is ErrNoLedger and creates nothing.
+// a ledger is ErrNoLedger and creates nothing; of one whose ledger is in
+// another schema, an error naming that schema (a host without the
+// fleet's IDEM_LEDGER_SCHEMA), not ErrNoLedger.
 func TestPostgresReadOnlyDoesNoDDL(t *testing.T) {
-	dsn, schema := ledgertest.PostgresDSN(t), freshSchema(t)
-	_, err := postgres.OpenSchemaWith(context.Background(), dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
+	ctx := context.Background()
+	empty, db, err := ledgertest.NewPostgresDatabase(ledgertest.PostgresDSN(t), t.Cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.OpenSchemaWith(ctx, empty, postgres.Schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
 	var se *ledger.StoreError
 	if !errors.Is(err, ledger.ErrNoLedger) || !errors.As(err, &se) {
-		t.Fatalf("read-only open without a schema: %v, want a *StoreError wrapping ErrNoLedger", err)
+		t.Fatalf("read-only open of a database without a ledger: %v, want a *StoreError wrapping ErrNoLedger", err)
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, postgres.Schema).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a read-only open created schema %s: %d, %v", postgres.Schema, n, err)
+	}
+
+	dsn, fleet, schema := ledgertest.PostgresDSN(t), freshSchema(t), freshSchema(t)
+	openLedger(t, dsn, fleet).Close()
+	_, err = postgres.OpenSchemaWith(ctx, dsn, schema, ledger.Options{ReadOnly: true}, postgres.Migrations())
+	if errors.Is(err, ledger.ErrNoLedger) || !errors.As(err, &se) || !strings.Contains(err.Error(), "this database holds one in schema") {
+		t.Fatalf("read-only open beside another ledger: %v, want a *StoreError naming the other's schema", err)
 	}
 	if schemaExists(t, schema) {
 		t.Fatalf("a read-only open created schema %s", schema)
