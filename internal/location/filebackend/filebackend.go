@@ -31,9 +31,11 @@ func (Backend) Check(path string) error {
 	// postgres:db or postgresql:/db: a DSN with a typo, not a file to
 	// start an empty ledger in, under which every key of a fleet runs
 	// again on this host.
+	// It is not shown: a DSN may hold a password (IDEM_LEDGER keeps it out
+	// of ps, not out of a log of this line).
 	if scheme, _, ok := strings.Cut(path, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
-		return location.Usagef("write a PostgreSQL ledger as postgres://USER@HOST:PORT/DATABASE; a file of that name as ./"+path,
-			"%q is neither a PostgreSQL URL (postgres://...) nor a file idem would make", path)
+		return location.Usagef("write a PostgreSQL ledger as postgres://USER@HOST:PORT/DATABASE (a file whose name starts so, as ./"+scheme+":...)",
+			"the ledger starts with %s: but is no PostgreSQL URL (postgres://...) and no file idem would make", scheme)
 	}
 	return nil
 }
