@@ -234,6 +234,59 @@ func TestPostgresCheckNamesMissingGrants(t *testing.T) {
 	}
 }
 
+// The rights a run needs given another way than idem schema --grant
+// does: on every column of the tables only added to, and UPDATE rather
+// than USAGE on the token sequence (nextval takes either). idem check
+// passes, and so do the commands.
+func TestPostgresCheckRightsGivenOtherwise(t *testing.T) {
+	runtimeDSN, role := needRuntimeRole(t)
+	owner, db := pgDatabase(t)
+	runtime := withRole(t, owner, runtimeDSN)
+	wantExit(t, idemWith(t, owner, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
+	ctx := context.Background()
+	grants := []string{`GRANT USAGE ON SCHEMA idem TO ` + role, `GRANT SELECT ON idem.meta TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON idem.records, idem.attempts TO ` + role, `GRANT UPDATE ON SEQUENCE idem.tokens TO ` + role}
+	for _, table := range []string{"idem.totals", "idem.last_success"} {
+		var cols string
+		if err := db.QueryRow(ctx, `SELECT string_agg(quote_ident(attname), ', ') FROM pg_attribute
+			WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, table).Scan(&cols); err != nil {
+			t.Fatal(err)
+		}
+		grants = append(grants, "GRANT SELECT ("+cols+"), INSERT ("+cols+"), UPDATE ("+cols+") ON "+table+" TO "+role)
+	}
+	for _, g := range grants {
+		if _, err := db.Exec(ctx, g); err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+	if p := idemWith(t, runtime, nil, "check"); p.code != 0 || !strings.Contains(p.stdout, "schema usable by this idem") {
+		t.Fatalf("check: %v; want 0", p)
+	}
+	wantExit(t, idemWith(t, runtime, nil, "run", "--key", "evt:otherwise:1", "--", "echoargs", "ran"), 0, "")
+	wantExit(t, idemWith(t, runtime, nil, "metrics"), 0, "")
+	wantExit(t, idemWith(t, runtime, nil, "purge", "evt:otherwise:1"), 0, "removed 1 record")
+}
+
+// Tables of an application that happen to be named meta, records and
+// attempts, in another schema or as a session's temporary tables, are no
+// ledger: the commands that only look still find none ("not created
+// yet"), and a run makes the ledger.
+func TestPostgresOtherTablesAreNoLedger(t *testing.T) {
+	dsn, db := pgDatabase(t)
+	ctx := context.Background()
+	for _, q := range []string{`CREATE SCHEMA app`, `CREATE TABLE app.meta (x int)`, `CREATE TABLE app.records (x int)`, `CREATE TABLE app.attempts (x int)`,
+		`CREATE TEMP TABLE meta (version int)`, `CREATE TEMP TABLE records (x int)`, `CREATE TEMP TABLE attempts (x int)`} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if p := idemWith(t, dsn, nil, "inspect"); p.code != 0 || !strings.Contains(p.stdout, "(not created yet)") {
+		t.Fatalf("inspect: %v; want 0 and no ledger yet", p)
+	}
+	wantExit(t, idemWith(t, dsn, nil, "metrics"), 0, "")
+	wantExit(t, idemWith(t, dsn, nil, "run", "--key", "evt:app-tables:1", "--", "echoargs", "ran"), 0, "")
+}
+
 // IDEM_LEDGER_SCHEMA puts the ledger in a schema of that name, for every
 // command and for 'idem schema'; a name that needs quoting is a usage
 // error, and nothing is created.

@@ -5,6 +5,8 @@ import (
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -130,16 +132,27 @@ func (p *Ledger) privilegeErr(ctx context.Context, stored, known int, err error)
 }
 
 // otherLedgers names the schemas of the database, other than schema,
-// that hold an idem ledger (from the catalog, which every role may read).
+// that hold an idem ledger (from the catalog, which every role may read):
+// a schema idem may use (not pg_temp_N, which any role can fill with
+// tables of those names) whose meta, records and attempts tables are
+// there, meta with idem's version column (an application's own tables of
+// those names are no ledger).
 func otherLedgers(ctx context.Context, q queryer, schema string) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT n.nspname FROM pg_namespace n WHERE n.nspname <> $1
-		AND (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid AND c.relkind = 'r'
+	rows, err := q.Query(ctx, `SELECT n.nspname FROM pg_catalog.pg_namespace n WHERE n.nspname <> $1
+		AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
+		AND (SELECT count(*) FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p')
 			AND c.relname IN ('meta', 'records', 'attempts')) = 3
+		AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+			WHERE c.relnamespace = n.oid AND c.relname = 'meta' AND a.attname = 'version' AND NOT a.attisdropped)
 		ORDER BY 1`, schema)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return CheckSchemaName(n) != nil }), nil
 }
 
 // queryer is a pool or a transaction.
@@ -147,8 +160,13 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// besideHint points a host at the ledger that is there already.
+// besideHint points a host at the ledger that is there already, or the
+// ones.
 func besideHint(others []string) string {
+	if len(others) > 1 {
+		return fmt.Sprintf("this database's ledgers are in schemas %s: set IDEM_LEDGER_SCHEMA to the one its other hosts use (a new ledger is made only on purpose, with 'idem schema --apply')",
+			strings.Join(others, ", "))
+	}
 	return fmt.Sprintf("this database's ledger is in schema %q: set IDEM_LEDGER_SCHEMA=%s as its other hosts do (a second ledger is made only on purpose, with 'idem schema --apply')",
 		others[0], others[0])
 }
