@@ -40,7 +40,17 @@ func (p *Ledger) MissingGrants(ctx context.Context) (role string, missing []stri
 		}
 		args = append(args, object)
 		n := fmt.Sprintf("$%d::text", len(args))
-		cols = append(cols, "pg_catalog.has_"+strings.ToLower(g.kind)+"_privilege("+n+", '"+g.privilege+"')")
+		col := "pg_catalog.has_" + strings.ToLower(g.kind) + "_privilege(" + n + ", '" + g.privilege + "')"
+		switch {
+		case g.kind == "SEQUENCE":
+			// nextval takes either.
+			col = "pg_catalog.has_sequence_privilege(" + n + ", 'USAGE, UPDATE')"
+		case g.kind == "TABLE" && g.privilege != "DELETE":
+			// The right on every column does what the table's does.
+			col = "(" + col + " OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(" + n + ")" +
+				" AND a.attnum > 0 AND NOT a.attisdropped AND NOT pg_catalog.has_column_privilege(" + n + ", a.attnum, '" + g.privilege + "')))"
+		}
+		cols = append(cols, col)
 		dest[1+i] = &held[i]
 	}
 	if err := p.db.QueryRow(ctx, "SELECT "+strings.Join(cols, ", "), args...).Scan(dest...); err != nil {
