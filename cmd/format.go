@@ -11,10 +11,12 @@ import (
 
 // oneLine keeps a message on one line whatever it quotes.
 func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\n\r") {
-		return s
+	if strings.ContainsAny(s, "\n\r") {
+		s = strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
 	}
-	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
+	// What the message quotes (a host, a path, a key another host wrote
+	// into a shared ledger) may hold a terminal's escapes.
+	return escapeControls(s, false)
 }
 
 func signalName(s syscall.Signal) string {

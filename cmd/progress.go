@@ -67,7 +67,7 @@ func (l *progressLog) event(e runner.Event) {
 		}
 		l.waiting = true
 		line = fmt.Sprintf("idem: %s: in progress on %s (pid %d, attempt %d/%d); waiting for it (--wait)",
-			e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts)
+			e.Key, oneLine(e.Holder.Host), e.Holder.PID, e.Attempt, e.MaxAttempts)
 	case runner.EventBackoff:
 		line = fmt.Sprintf("idem: %s: attempt %d/%d exited %d; next try in %s",
 			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, logDelay(e.Delay))
@@ -94,7 +94,7 @@ func logDelay(d time.Duration) string {
 // takeoverLine says that a run takes over the key of an owner that is gone.
 func takeoverLine(e runner.Event) string {
 	return fmt.Sprintf("idem: %s: taking over from %s (pid %d), which is gone or whose lease expired; this is attempt %d/%d",
-		e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts)
+		e.Key, oneLine(e.Holder.Host), e.Holder.PID, e.Attempt, e.MaxAttempts)
 }
 
 func (p *progress) event(e runner.Event) {
@@ -168,7 +168,7 @@ func statusLine(e runner.Event, left time.Duration) string {
 			e.Key, e.Attempt, e.MaxAttempts, e.ExitCode, countdown(left))
 	case runner.EventWait:
 		return fmt.Sprintf("idem: %s: waiting for %s pid %d (attempt %d/%d), %s so far",
-			e.Key, e.Holder.Host, e.Holder.PID, e.Attempt, e.MaxAttempts, seconds(e.Waited))
+			e.Key, oneLine(e.Holder.Host), e.Holder.PID, e.Attempt, e.MaxAttempts, seconds(e.Waited))
 	}
 	return ""
 }

@@ -53,3 +53,41 @@ func TestInspectEscapesLedgerStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesEscapeLedgerStrings: a host another run wrote into a shared
+// ledger reaches idem's own lines too (a key busy elsewhere, a wait for
+// it, a purge that keeps it): shown escaped, on one line, never as a
+// terminal's commands or a forged idem: line.
+func TestMessagesEscapeLedgerStrings(t *testing.T) {
+	idem, dir, _, job := damageSetup(t)
+	path := filepath.Join(dir, "shared.db")
+	if p := run(t, job(path, "job:busy-1")); p.code != 0 {
+		t.Fatalf("recording: %v", p)
+	}
+	const e = "h\x1b]0;owned\x07\nidem: replayed job:busy-1: succeeded\u202e"
+	db, err := sql.Open("sqlite", "file:"+uriPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE records SET owner_host = ?, owner_boot_id = 'elsewhere', status = 'in_progress', finished_ms = NULL,
+		lease_expires_ms = 9999999999999 WHERE key = 'job:busy-1'`, e); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, c := range []struct {
+		code int
+		args []string
+	}{
+		{75, []string{"run", "--key", "job:busy-1", "--", "sh", "-c", ": > ran; echo out"}},
+		{75, []string{"run", "--wait", "--wait-timeout", "1s", "--key", "job:busy-1", "--", "sh", "-c", ": > ran; echo out"}},
+		{75, []string{"purge", "job:busy-1"}},
+	} {
+		p := run(t, clean([]string{"NO_COLOR=1"}, idem, append([]string{"--ledger", path}, c.args...)...))
+		if p.code != c.code || !strings.Contains(p.stderr, `h\x1b]0;owned\x07\nidem: replayed job:busy-1: succeeded\u202e`) {
+			t.Errorf("%q: %v; want %d and the host escaped", c.args, p, c.code)
+		}
+		if strings.ContainsAny(p.stderr, "\x1b\x07\u202e") || strings.Contains(p.stderr, "\nidem: replayed") {
+			t.Errorf("%q wrote control characters or a line of the host's: %q", c.args, p.stderr)
+		}
+	}
+}
