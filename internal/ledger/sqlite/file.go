@@ -89,7 +89,7 @@ func missingDir(abs string) error {
 			Hint: "check the path in --ledger or IDEM_LEDGER, and where the link points"}
 	}
 	return &ledger.StoreError{Op: "open", Path: abs, Err: fmt.Errorf("directory %s does not exist", dir),
-		Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -m 700 " + shquote.Word(dir) + ")"}
+		Hint: "check the path in --ledger or IDEM_LEDGER; to start a ledger there, create the directory first (mkdir -p -m 700 " + shquote.Word(dir) + ")"}
 }
 
 // checkFile is prepareFile for a read-only open: it creates nothing, and
