@@ -197,22 +197,36 @@ func TestPostgresRuntimeRoleThroughPgBouncer(t *testing.T) {
 	wantExit(t, idemWith(t, runtime, nil, "inspect", "evt:runtime:2"), 0, "")
 }
 
+// ungrantedLedger is a database of the test's own whose ledger its owner
+// applied, granting the runtime role nothing: the owner's and the runtime
+// role's DSNs, the role, and a connection as the owner.
+func ungrantedLedger(t *testing.T) (owner, runtime, role string, db *pgx.Conn) {
+	t.Helper()
+	runtimeDSN, role := needRuntimeRole(t)
+	owner, db = pgDatabase(t)
+	runtime = withRole(t, owner, runtimeDSN)
+	wantExit(t, idemWith(t, owner, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
+	return owner, runtime, role, db
+}
+
+// grant runs the GRANT statements as the owner.
+func grant(t *testing.T, db *pgx.Conn, grants ...string) {
+	t.Helper()
+	for _, g := range grants {
+		if _, err := db.Exec(context.Background(), g); err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+}
+
 // idem check as a runtime role names the rights it lacks, as the GRANTs
 // to run (a role set up by hand opens the ledger and replays, and fails
 // only when a purge or an outcome writes where it may not), and passes a
 // role with every grant.
 func TestPostgresCheckNamesMissingGrants(t *testing.T) {
-	runtimeDSN, role := needRuntimeRole(t)
-	owner, db := pgDatabase(t)
-	runtime := withRole(t, owner, runtimeDSN)
-	wantExit(t, idemWith(t, owner, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
-	ctx := context.Background()
-	for _, g := range []string{`GRANT USAGE ON SCHEMA idem TO ` + role, `GRANT SELECT ON idem.meta TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON idem.records, idem.attempts TO ` + role} {
-		if _, err := db.Exec(ctx, g); err != nil {
-			t.Fatal(err)
-		}
-	}
+	owner, runtime, role, db := ungrantedLedger(t)
+	grant(t, db, `GRANT USAGE ON SCHEMA idem TO `+role, `GRANT SELECT ON idem.meta TO `+role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON idem.records, idem.attempts TO `+role)
 	p := idemWith(t, runtime, nil, "check")
 	wantExit(t, p, 74, "role "+role+" lacks 7 of the rights a run needs")
 	q := `"` + role + `"`
@@ -239,10 +253,7 @@ func TestPostgresCheckNamesMissingGrants(t *testing.T) {
 // than USAGE on the token sequence (nextval takes either). idem check
 // passes, and so do the commands.
 func TestPostgresCheckRightsGivenOtherwise(t *testing.T) {
-	runtimeDSN, role := needRuntimeRole(t)
-	owner, db := pgDatabase(t)
-	runtime := withRole(t, owner, runtimeDSN)
-	wantExit(t, idemWith(t, owner, nil, "schema", "--apply"), 0, `idem: created the ledger in schema "idem"`)
+	_, runtime, role, db := ungrantedLedger(t)
 	ctx := context.Background()
 	grants := []string{`GRANT USAGE ON SCHEMA idem TO ` + role, `GRANT SELECT ON idem.meta TO ` + role,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON idem.records, idem.attempts TO ` + role, `GRANT UPDATE ON SEQUENCE idem.tokens TO ` + role}
@@ -254,11 +265,7 @@ func TestPostgresCheckRightsGivenOtherwise(t *testing.T) {
 		}
 		grants = append(grants, "GRANT SELECT ("+cols+"), INSERT ("+cols+"), UPDATE ("+cols+") ON "+table+" TO "+role)
 	}
-	for _, g := range grants {
-		if _, err := db.Exec(ctx, g); err != nil {
-			t.Fatalf("%s: %v", g, err)
-		}
-	}
+	grant(t, db, grants...)
 	if p := idemWith(t, runtime, nil, "check"); p.code != 0 || !strings.Contains(p.stdout, "schema usable by this idem") {
 		t.Fatalf("check: %v; want 0", p)
 	}
