@@ -28,14 +28,15 @@ func (Backend) Check(path string) error {
 		return location.Usagef("name a file, or a PostgreSQL database as postgres://USER@HOST:PORT/DATABASE",
 			"unsupported ledger URL scheme %q", scheme)
 	}
-	// postgres:db or postgresql:/db: a DSN with a typo, not a file to
-	// start an empty ledger in, under which every key of a fleet runs
-	// again on this host.
-	// It is not shown: a DSN may hold a password (IDEM_LEDGER keeps it out
-	// of ps, not out of a log of this line).
-	if scheme, _, ok := strings.Cut(path, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
-		return location.Usagef("write a PostgreSQL ledger as postgres://USER@HOST:PORT/DATABASE (a file whose name starts so, as ./"+scheme+":...)",
-			"the ledger starts with %s: but is no PostgreSQL URL (postgres://...) and no file idem would make", scheme)
+	// postgres:db, postgresql:/db or postgres//db: a DSN with a typo, not
+	// a file to start an empty ledger in, under which every key of a fleet
+	// runs again on this host. It is not shown: a DSN may hold a password
+	// (IDEM_LEDGER keeps it out of ps, not out of a log of this line).
+	for _, typo := range []string{"postgres:", "postgresql:", "postgres//", "postgresql//"} {
+		if len(path) >= len(typo) && strings.EqualFold(path[:len(typo)], typo) {
+			return location.Usagef("write a PostgreSQL ledger as postgres://USER@HOST:PORT/DATABASE (a file whose name starts so, as ./"+path[:len(typo)]+"...)",
+				"the ledger starts with %s but is no PostgreSQL URL (postgres://...) and no file idem would make", path[:len(typo)])
+		}
 	}
 	return nil
 }
