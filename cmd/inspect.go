@@ -288,7 +288,7 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 		add("exit code", fmt.Sprintf("%d (from %s)", r.ExitCode, esc(r.ExitSource)))
 	}
 	if why := reason(r); why != "" {
-		add("reason", escapeControls(why, false))
+		add("reason", esc(why))
 	}
 	add("command", quoteArgv(r.Command))
 	if r.Cwd != "" || r.User != "" {
@@ -364,7 +364,7 @@ func showRecord(w io.Writer, a *app, where string, r *ledger.Record, hist []ledg
 			delay = span(h.Delay)
 		}
 		rows = append(rows, []string{strconv.Itoa(h.N), h.Started.In(loc).Format(timeFormat), dur, code, class, delay,
-			esc(h.Host), strconv.Itoa(h.PID), cut(escapeControls(ledger.LastLine(h.StderrTail), false), reasonWidth)})
+			esc(h.Host), strconv.Itoa(h.PID), cut(esc(ledger.LastLine(h.StderrTail)), reasonWidth)})
 	}
 	// The last column is often empty: no line ends in spaces.
 	var b strings.Builder

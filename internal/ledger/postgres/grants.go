@@ -29,17 +29,16 @@ func (p *Ledger) MissingGrants(ctx context.Context) (role string, missing []stri
 	// One statement, one round trip: pg_catalog's functions by their full
 	// names, whatever the role's search_path holds.
 	cols := []string{"pg_catalog.current_user()"}
-	args := make([]any, 0, len(runtimeRights))
+	args := make([]any, len(runtimeRights))
 	dest := make([]any, 1+len(runtimeRights))
 	dest[0] = &role
 	held := make([]bool, len(runtimeRights))
 	for i, g := range runtimeRights {
-		object := p.schema // has_schema_privilege takes the name itself
+		args[i] = p.schema // has_schema_privilege takes the name itself
 		if g.object != "" {
-			object = s + "." + g.object // the others, an identifier to parse
+			args[i] = s + "." + g.object // the others, an identifier to parse
 		}
-		args = append(args, object)
-		n := fmt.Sprintf("$%d::text", len(args))
+		n := fmt.Sprintf("$%d::text", i+1)
 		col := "pg_catalog.has_" + strings.ToLower(g.kind) + "_privilege(" + n + ", '" + g.privilege + "')"
 		switch {
 		case g.kind == "SEQUENCE":
@@ -61,9 +60,9 @@ func (p *Ledger) MissingGrants(ctx context.Context) (role string, missing []stri
 		if held[i] {
 			continue
 		}
-		on := s
-		if g.object != "" {
-			on = s + "." + g.object
+		on := args[i].(string)
+		if g.kind == "SCHEMA" {
+			on = s
 		}
 		if g.kind != "TABLE" {
 			on = g.kind + " " + on

@@ -72,9 +72,7 @@ func (p *Ledger) checkSchema(ctx context.Context, migrations []ledger.Migration,
 		// schema: the host forgot the fleet's IDEM_LEDGER_SCHEMA, and an
 		// empty listing, or metrics of zeros, would hide the fleet's.
 		if others, oerr := otherLedgers(ctx, p.db, p.schema); oerr == nil && len(others) > 0 {
-			return &ledger.StoreError{Op: "open", Path: p.desc,
-				Err:  fmt.Errorf("schema %q has no ledger, and this database holds one in schema %q", p.schema, others[0]),
-				Hint: besideHint(others)}
+			return p.besideErr(others, "")
 		}
 	}
 	if err != nil {
@@ -178,8 +176,14 @@ func (p *Ledger) refuseBeside(ctx context.Context, tx pgx.Tx) error {
 	if err != nil || len(others) == 0 {
 		return err
 	}
+	return p.besideErr(others, ": idem creates no second ledger beside it unasked")
+}
+
+// besideErr says that p's schema has no ledger while the database holds
+// others (see otherLedgers), and why that is refused.
+func (p *Ledger) besideErr(others []string, why string) error {
 	return &ledger.StoreError{Op: "open", Path: p.desc,
-		Err:  fmt.Errorf("schema %q has no ledger, and this database holds one in schema %q: idem creates no second ledger beside it unasked", p.schema, others[0]),
+		Err:  fmt.Errorf("schema %q has no ledger, and this database holds one in schema %q%s", p.schema, others[0], why),
 		Hint: besideHint(others)}
 }
 

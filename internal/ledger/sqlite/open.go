@@ -121,12 +121,15 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 	if err != nil {
 		return nil, &ledger.StoreError{Op: "open", Path: path, Err: err}
 	}
+	if opts.NoMkdir && (opts.ReadOnly || opts.Existing) {
+		// Not "no ledger yet": no run would ever make one there.
+		if err := missingDir(abs); err != nil {
+			return nil, err
+		}
+	}
 	var real string
 	created := false
 	switch {
-	case opts.NoMkdir && (opts.ReadOnly || opts.Existing) && missingDir(abs) != nil:
-		// Not "no ledger yet": no run would ever make one there.
-		return nil, missingDir(abs)
 	case opts.ReadOnly:
 		real, err = checkFile(abs)
 	case opts.Existing && missingOrEmpty(abs):
@@ -277,7 +280,7 @@ const freshAfter = time.Hour
 // times as they were; SQLite sets them only when a process finds no other
 // using it. So while runs overlap, it would age too, and a -shm deleted
 // while in use makes the next process start another, beside the one the
-// running ones share (see checkShm).
+// running ones share (see shmChanged).
 func keepFresh(real string, f files) {
 	for _, p := range []struct {
 		name string
