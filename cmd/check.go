@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -87,10 +86,6 @@ func runCheck(ctx context.Context, a *app) error {
 	r, err := ck.Check(ctx)
 	if r != nil {
 		for _, p := range r.Problems {
-			if rest, ok := strings.CutPrefix(p, sqliteDBLine+"\n"); ok {
-				fmt.Fprintln(w, sqliteDBLine)
-				p = rest
-			}
 			// One problem a line, whatever it names: SQLite's words name
 			// the file's own tables and indexes, which a ledger another
 			// user made may name with newlines and escapes.
@@ -109,7 +104,3 @@ func runCheck(ctx context.Context, a *app) error {
 type granted interface {
 	MissingGrants(ctx context.Context) (role string, missing []string, err error)
 }
-
-// sqliteDBLine is the line SQLite's integrity_check puts before the first
-// problem it finds in a database.
-const sqliteDBLine = "*** in database main ***"

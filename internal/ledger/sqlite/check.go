@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/idemhq/idem/internal/ledger"
 )
@@ -34,9 +35,18 @@ func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
 		if err := rows.Scan(&p); err != nil {
 			return nil, s.checkErr(err)
 		}
-		if p != "ok" {
-			r.Problems = append(r.Problems, p)
+		if p == "ok" {
+			continue
 		}
+		// The b-trees' problems come in one row, a line each, under a
+		// heading: SQLite writes them, naming pages by number, never a
+		// name from the file. Every other row is one problem, and may
+		// name the file's own tables and indexes, newlines and all.
+		if rest, ok := strings.CutPrefix(p, "*** in database main ***\n"); ok {
+			r.Problems = append(r.Problems, strings.Split(rest, "\n")...)
+			continue
+		}
+		r.Problems = append(r.Problems, p)
 	}
 	if err := rows.Err(); err != nil {
 		if len(r.Problems) == 0 {
