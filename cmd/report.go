@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemhq/idem/internal/exitcode"
+	"github.com/idemhq/idem/internal/ledger"
 	"github.com/idemhq/idem/internal/runner"
 )
 
@@ -106,6 +107,15 @@ func buildReport(key string, res *runner.Result, code int, err error, started, f
 		reason = "interrupted"
 	case res.TimedOut && res.Source == exitcode.SourceIdem:
 		reason = "timeout"
+	case res.Replayed && res.Record != nil:
+		// A replay's reason is the one the run that recorded the
+		// outcome reported.
+		switch {
+		case res.Record.Class == ledger.ClassInterrupted:
+			reason = "interrupted"
+		case res.Record.Class == ledger.ClassTimeout && res.Source == exitcode.SourceIdem:
+			reason = "timeout"
+		}
 	}
 	if reason != "" {
 		r.Reason = &reason
