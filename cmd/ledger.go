@@ -206,8 +206,9 @@ func (a *app) openLedger(ctx context.Context) (ledger.Ledger, ledgerLocation, er
 // as empty, and create nothing.
 type noLedgerError struct {
 	path    string
-	named   bool // the user named the path (--ledger, IDEM_LEDGER)
-	service bool // the path is a systemd service's state directory's
+	named   bool   // the user named the path (--ledger, IDEM_LEDGER)
+	service bool   // the path is a systemd service's state directory's
+	store   string // the backend's hint: how its ledgers come to be
 }
 
 // hint says where else records may be: a login shell's default location
@@ -224,7 +225,7 @@ func (e *noLedgerError) hint() string {
 func (e *noLedgerError) refusal(op, what string) error {
 	hint := e.hint()
 	if hint == "" {
-		hint = "check the path in --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
+		hint = e.store
 	}
 	return &ledger.StoreError{Op: op, Path: e.path, Err: errors.New("no ledger there: nothing was ever recorded" + what), Hint: hint}
 }
@@ -251,7 +252,7 @@ func (a *app) openExistingLedger(ctx context.Context, readOnly bool) (ledger.Led
 	l, err := a.open(ctx, loc, ledger.Options{ReadOnly: readOnly, Existing: true, NoMkdir: loc.named})
 	var se *ledger.StoreError
 	if errors.Is(err, ledger.ErrNoLedger) && errors.As(err, &se) {
-		return nil, &noLedgerError{path: se.Path, named: loc.named, service: loc.service} // a DSN without its password
+		return nil, &noLedgerError{path: se.Path, named: loc.named, service: loc.service, store: se.Hint} // a DSN without its password
 	}
 	if err != nil {
 		return nil, err

@@ -290,6 +290,12 @@ func TestPostgresOtherTablesAreNoLedger(t *testing.T) {
 	if p := idemWith(t, dsn, nil, "inspect"); p.code != 0 || !strings.Contains(p.stdout, "(not created yet)") {
 		t.Fatalf("inspect: %v; want 0 and no ledger yet", p)
 	}
+	// check has nothing to check: it says how a PostgreSQL ledger comes
+	// to be, not to check a file's path.
+	if p := idemWith(t, dsn, nil, "check"); p.code != 74 || !strings.Contains(p.stderr, "check: no ledger there") ||
+		!strings.Contains(p.stderr, "idem: hint: check --ledger, IDEM_LEDGER and IDEM_LEDGER_SCHEMA; the ledger's owner creates schema \"idem\" with 'idem schema --apply'") {
+		t.Fatalf("check: %v; want 74 and how a ledger's schema is made", p)
+	}
 	wantExit(t, idemWith(t, dsn, nil, "metrics"), 0, "")
 	wantExit(t, idemWith(t, dsn, nil, "run", "--key", "evt:app-tables:1", "--", "echoargs", "ran"), 0, "")
 }

@@ -103,7 +103,7 @@ const identitySQL = `SELECT version, coalesce((to_jsonb(m)->>'compat')::integer,
 // schemaErr puts ledger.PlanSchema's errors in a *StoreError.
 func (p *Ledger) schemaErr(err error) error {
 	return ledger.PlanError(err, p.desc,
-		fmt.Sprintf("check --ledger, IDEM_LEDGER and IDEM_LEDGER_SCHEMA: idem run (or 'idem schema --apply') creates schema %q on its first run", p.schema),
+		fmt.Sprintf("check --ledger, IDEM_LEDGER and IDEM_LEDGER_SCHEMA; the ledger's owner creates schema %q with 'idem schema --apply' (a run does, as a role that may)", p.schema),
 		"upgrade idem on this host, or point --ledger at another database")
 }
 

@@ -133,7 +133,7 @@ func noLedger(path string) error {
 	return ledger.PlanError(ledger.ErrNoLedger, path, noLedgerHint, "")
 }
 
-const noLedgerHint = "check --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
+const noLedgerHint = "check the path in --ledger or IDEM_LEDGER: idem run creates the ledger on its first run"
 
 // errMissingTarget is followLink's reason for a dangling link.
 var errMissingTarget = errors.New("is a symbolic link to a missing file")
