@@ -99,11 +99,17 @@ func runError(err error, o runner.Options, now time.Time) error {
 // the ledger failed or did not answer.
 func lapsedError(e *runner.LeaseLapsedError, o runner.Options) error {
 	what := "no command was running"
-	if e.Stopped {
+	switch {
+	case e.Stopped:
 		what = "the command was stopped"
+	case e.Unstarted:
+		what = "the command did not start"
 	}
 	kept := "the key stays in progress until its lease expires"
-	if e.Released {
+	switch {
+	case e.Released && e.Unstarted:
+		kept = "the key was given back as it was, this attempt not counted"
+	case e.Released:
 		kept = "the key was given back as retryable"
 	}
 	msg := fmt.Sprintf("key %q: %v; %s; %s", o.Key, e, what, kept)

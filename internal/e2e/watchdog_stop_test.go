@@ -8,6 +8,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -174,4 +176,91 @@ func TestInheritedDescriptorsStayWithIdem(t *testing.T) {
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "3 ") || !strings.HasSuffix(lines[0], ".runlock") {
 		t.Errorf("the command's descriptors beyond 0-2: %q; want only 3, the run lock", lines)
 	}
+}
+
+// TestPausedBeforeStart: idem is paused for longer than its 2s lease
+// after it reserved a new key and before its command starts (strace stops
+// it at its open of the run lock, which comes between the two), on a new
+// ledger (whose run lock idem then binds) and on one in use. On resuming
+// it starts nothing, gives the key back as it was, the attempt that never
+// started not counted, and exits 75 saying it was paused; the key's one
+// attempt (--max-attempts 1) is then the next run's, which runs the
+// command.
+func TestPausedBeforeStart(t *testing.T) {
+	timed(t)
+	strace := needStrace(t)
+	for _, inUse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in use %v", inUse), func(t *testing.T) {
+			g := newLeaseRig(t)
+			if inUse {
+				g.run("run", "--key", "paused:before-start:other", "--", "true").expect(0)
+			}
+			key := "paused:before-start:1"
+			marks := g.path("marks")
+			job := []string{"run", "--key", key, "--lease", "2s", "--kill-grace", "300ms", "--max-attempts", "1",
+				"--", "sh", "-c", `echo x >> "$0"`, marks}
+			c := g.command(append([]string{"idem"}, job...)...)
+			c.wrap = []string{strace, "-f", "-qq", "-o", g.path("trace"), "-P", g.ledger + ".runlock",
+				"-e", "trace=openat", "-e", "inject=openat:signal=SIGSTOP:when=1"}
+			p := start(t, c)
+			t.Cleanup(func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(g.path("trace"))
+					t.Logf("strace: %s", b)
+				}
+			})
+			idem := stoppedChild(t, p)
+			time.Sleep(3 * time.Second)
+			if err := syscall.Kill(idem, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			p.wait().expect(75)
+			if !strings.Contains(p.stderr, "idem was paused") || !strings.Contains(p.stderr, "the command did not start") ||
+				!strings.Contains(p.stderr, "the key was given back as it was, this attempt not counted") {
+				t.Errorf("stderr does not say idem was paused and the key given back as it was: %v", p)
+			}
+			noLibraryWords(t, p)
+			if _, err := g.openLedger().Get(context.Background(), key); !errors.Is(err, ledger.ErrNotFound) {
+				t.Errorf("the key's record after the pause: %v; want none", err)
+			}
+			if got := pgLines(t, marks); len(got) != 0 {
+				t.Fatalf("the command ran %d times during the pause, want never", len(got))
+			}
+			g.run(job...).expect(0)
+			if got := pgLines(t, marks); len(got) != 1 {
+				t.Errorf("the command ran %d times, want once", len(got))
+			}
+		})
+	}
+}
+
+// stoppedChild waits until a child of p (p is strace, which stops it)
+// is stopped, and returns its pid.
+func stoppedChild(t *testing.T, p *process) int {
+	t.Helper()
+	children := func() []int {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.pid(), p.pid()))
+		var pids []int
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	for range 2000 {
+		for _, pid := range children() {
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err == nil && (strings.Contains(string(st), ") t ") || strings.Contains(string(st), ") T ")) {
+				return pid
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pids := children()
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Fatalf("no child of strace (%v) stopped: %v", pids, p.wait())
+	return 0
 }

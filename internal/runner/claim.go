@@ -14,6 +14,11 @@ import (
 // *LeaseLapsedError.
 func (inv *invocation) claim(ctx context.Context) error {
 	r, o := inv.r, inv.o
+	if err := inv.paused(); err != nil {
+		// Paused since the reservation, past the time left for a call:
+		// the claim could not land in time, and the ledger is not why.
+		return err
+	}
 	for {
 		before := r.Clock.Now()
 		cctx, cancel := inv.renewCtx(ctx)

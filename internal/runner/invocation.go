@@ -137,9 +137,24 @@ func (inv *invocation) claimFolded() bool {
 // attempt from starting, and returns err (or why the key could not be
 // given back).
 func (inv *invocation) unreserve(ctx context.Context, prev *ledger.Snapshot, err error) error {
-	var lapsed *LeaseLapsedError
-	if errors.Is(err, ledger.ErrLeaseLost) || errors.As(err, &lapsed) {
+	if errors.Is(err, ledger.ErrLeaseLost) {
 		return asLeaseLost(err, inv.o.Key, false)
+	}
+	var lapsed *LeaseLapsedError
+	if errors.As(err, &lapsed) {
+		// The lease lapsed before the command started (idem was paused,
+		// or the claim could not land): the fenced write still gives the
+		// key back as it was, the attempt that never started not
+		// counted, unless another run took it meanwhile. Left in
+		// progress instead, the key would be taken over later and this
+		// attempt counted as abandoned: a key with one attempt would end
+		// failed without its command ever running.
+		ok, gerr := inv.giveBack(ctx, prev)
+		if gerr != nil {
+			return asLeaseLost(gerr, inv.o.Key, false)
+		}
+		lapsed.Released, lapsed.Unstarted = ok, true
+		return err
 	}
 	cctx, cancel := inv.releaseCtx(ctx)
 	rerr := inv.r.Ledger.Release(cctx, inv.o.Key, inv.token, inv.attemptID, prev)

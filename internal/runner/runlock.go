@@ -200,6 +200,12 @@ func (inv *invocation) openBoundLock(ctx context.Context) (lf *procs.LockFile, s
 // bind binds the ledger to lf over the file the guard names, and returns
 // lf; stale (lf closed): another run bound another file first.
 func (inv *invocation) bind(ctx context.Context, gr ledger.RunGuarder, lf *procs.LockFile) (*procs.LockFile, bool, error) {
+	if err := inv.paused(); err != nil {
+		// As the claim: no time left for the call, and not the ledger's
+		// doing.
+		lf.Close()
+		return nil, false, err
+	}
 	cctx, cancel := inv.leaseCtx(ctx)
 	ok, err := gr.BindRunLock(cctx, inv.guard.LockDev, inv.guard.LockIno, lf.Dev, lf.Ino)
 	cancel()

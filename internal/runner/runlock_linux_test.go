@@ -86,7 +86,8 @@ func TestRebindScansTwice(t *testing.T) {
 		t.Helper()
 		finder := &missingScans{Finder: procs.New(), misses: misses}
 		inv := &invocation{r: &Runner{Procs: finder, LockPath: path, Clock: SystemClock{}},
-			guard: ledger.RunGuard{LockDev: lf.Dev, LockIno: lf.Ino}}
+			guard: ledger.RunGuard{LockDev: lf.Dev, LockIno: lf.Ino},
+			o:     Options{Lease: time.Minute}, leaseUntil: time.Now().Add(time.Minute)}
 		b := &binds{}
 		got, stale, err := inv.rebind(context.Background(), b)
 		if err != nil || stale {

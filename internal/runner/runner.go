@@ -321,6 +321,9 @@ type LeaseLapsedError struct {
 	Paused   bool
 	Stopped  bool
 	Released bool
+	// Unstarted: the lease lapsed before the first attempt started, and
+	// the key, when Released, was given back as it was.
+	Unstarted bool
 }
 
 func (e *LeaseLapsedError) Error() string {
