@@ -181,7 +181,8 @@ one that could not be renewed for the ledger's failure, 74.
 
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command, again for
 every repeat, never escalated: SIGKILL comes only after --kill-grace. A
-signal ignored by idem's parent (nohup) stays ignored.
+SIGHUP or SIGINT ignored by idem's parent (nohup, a script's background
+job) stays ignored; SIGTERM is forwarded even then.
 
 ` + pingDetails()
 }
@@ -466,8 +467,11 @@ func (o *runOptions) fingerprint(a *app, u *ui) (fp string, spooled []byte, err 
 func notifySignals() chan os.Signal {
 	// There is no signal.Stop: idem exits next, and Stop, like Notify,
 	// waits for a round trip to the runtime's signal thread per signal.
-	// A signal that idem's parent set to ignore (nohup, a shell's
-	// background job) stays ignored, for idem and for the command.
+	// SIGHUP or SIGINT that idem's parent set to ignore (nohup, a
+	// shell's background job) stays ignored, for idem and for the
+	// command: the runtime keeps those two ignored. It installs its own
+	// handler for an ignored SIGTERM, so signal.Ignored cannot tell, and
+	// idem catches it.
 	sigs := make(chan os.Signal, 4)
 	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		if !signal.Ignored(s) {

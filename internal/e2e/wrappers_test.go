@@ -8,6 +8,7 @@ package e2e
 // parent ignores stays ignored.
 
 import (
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,6 +102,39 @@ func TestWrapperNohup(t *testing.T) {
 	}
 	rec, _ := g.record("wrap:nohup")
 	if rec.Status != ledger.StatusSucceeded {
+		t.Errorf("record: %s, want succeeded", rec.Status)
+	}
+}
+
+// TestWrapperBackgroundJob: a script's background job (`idem run ... &`,
+// which sh starts with SIGINT ignored) keeps SIGINT ignored, for idem and
+// its command: a SIGINT to idem is not forwarded, and the command runs to
+// its end.
+func TestWrapperBackgroundJob(t *testing.T) {
+	timed(t)
+	g := newLeaseRig(t)
+	ready, done, pid := g.path("ready"), g.path("done"), g.path("pid")
+	script := `idem run --key wrap:background -- /bin/sh -c 'echo > "$1"; sleep 1; echo done > "$2"' sh "$1" "$2" &
+echo $! > "$3"
+wait $!`
+	p := start(t, g.command("/bin/sh", "-c", script, "sh", ready, done, pid))
+	waitForFile(t, ready)
+	idem, err := strconv.Atoi(strings.TrimSpace(readFile(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := syscall.Kill(idem, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	if p.code != 0 {
+		t.Errorf("a background idem run after SIGINT: %v, want exit 0", p)
+	}
+	if strings.TrimSpace(readFile(done)) != "done" {
+		t.Errorf("the command did not run to its end: %v", p)
+	}
+	if rec, _ := g.record("wrap:background"); rec.Status != ledger.StatusSucceeded {
 		t.Errorf("record: %s, want succeeded", rec.Status)
 	}
 }
