@@ -355,6 +355,18 @@ func checkJournal(path, real string, f files) error {
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New(why + "; SQLite would replay it onto this file"), Hint: hint}
 }
 
+// checkHotJournal refuses a database in rollback mode that is not an idem
+// ledger when a rollback journal lies beside it: SQLite would roll the
+// journal back into the file as it opens it, changing another program's
+// database before checkSchema could call it foreign. (An idem ledger in
+// rollback mode, a restored backup, is rolled back as SQLite does.)
+func checkHotJournal(path string, f files) error {
+	if !f.journal.exists || f.journal.st.Size == 0 || len(f.hdr) < dbHeaderSize || f.walMode() || f.isLedger() {
+		return nil
+	}
+	return notLedger(path)
+}
+
 // pageSize reads the page size from a database header (1 means 65536).
 func pageSize(hdr []byte) uint32 {
 	n := uint32(binary.BigEndian.Uint16(hdr[16:]))

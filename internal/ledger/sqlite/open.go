@@ -145,6 +145,9 @@ func open(ctx context.Context, path string, opts Options, migrations []ledger.Mi
 		err = checkOwners(abs, real, f, opts.OtherOwner)
 	}
 	if err == nil {
+		err = checkHotJournal(abs, f)
+	}
+	if err == nil {
 		err = checkJournal(abs, real, f)
 	}
 	if err == nil && !opts.ReadOnly {
