@@ -1,11 +1,14 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 
+	"github.com/idemhq/idem/internal/companion"
 	"github.com/idemhq/idem/internal/exitcode"
 	"github.com/idemhq/idem/internal/location"
 )
@@ -24,24 +27,16 @@ func (a *app) handOff(c location.Companion) error {
 	}
 	path := filepath.Join(filepath.Dir(self), c.Name)
 	hint := fmt.Sprintf("install %s from the same idem release into %s (each release archive and package has both; from source: go install ./cmd/%s)", c.Name, filepath.Dir(self), c.Name)
-	if isSelf(path, self) {
+	if err := companion.Check(path, self); errors.Is(err, companion.ErrSelf) {
 		// Executing it would start this idem again, for ever.
 		return &exitError{code: exitcode.IOErr, hint: hint,
 			msg: fmt.Sprintf("%s needs %s, but %s is this idem (a copy or a link of it), not %s", c.Kind, c.Name, path, c.Name)}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &exitError{code: exitcode.IOErr,
+			hint: fmt.Sprintf("reinstall %s from the same idem release, owned by root or by idem's owner and writable by nobody else", c.Name),
+			msg:  fmt.Sprintf("%s needs %s, and idem does not run %s: %v", c.Kind, c.Name, path, err)}
 	}
 	err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)
 	return &exitError{code: exitcode.IOErr, hint: hint,
 		msg: fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err)}
-}
-
-// isSelf reports whether the file at path is the executable self: idem
-// installed under the companion's name (a hard or symbolic link to it,
-// or a copy that the last exec ran as the companion).
-func isSelf(path, self string) bool {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	me, err := os.Stat(self)
-	return err == nil && os.SameFile(fi, me)
 }

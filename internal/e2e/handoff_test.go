@@ -272,3 +272,59 @@ func procName(pid int) string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	return strings.TrimSpace(string(b))
 }
+
+// TestHandOffRefusesPlanted: idem in a directory every user may write
+// (mode 1777), and an idem-net there that another user (nobody) planted:
+// a program of theirs, or a symbolic link of theirs to a program of
+// root's. Root's idem, which would hand it a PostgreSQL DSN and run it
+// with root's rights, runs neither (74, saying why); nor an idem-net of
+// root's that others may write.
+func TestHandOffRefusesPlanted(t *testing.T) {
+	built := buildTagged(t, "", ".")
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"program", "symbolic link", "writable by others"} {
+		t.Run(kind, func(t *testing.T) {
+			_, dir := stickyDir(t)
+			idem, net, pwned := filepath.Join(dir, "idem"), filepath.Join(dir, "idem-net"), filepath.Join(dir, "pwned")
+			if err := os.WriteFile(idem, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			switch kind {
+			case "program":
+				run(t, command{argv: []string{"/bin/sh", "-c", `printf '#!/bin/sh\nid -u > "%s"\n' "$1" > "$0" && chmod 755 "$0"`, net, pwned}, nobody: true}).expect(0)
+				want = "it belongs to another user"
+			case "symbolic link":
+				script := filepath.Join(dir, "root-script")
+				if err := os.WriteFile(script, []byte("#!/bin/sh\nid -u > "+pwned+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				run(t, command{argv: []string{"ln", "-s", script, net}, nobody: true}).expect(0)
+				want = "it is a symbolic link another user made"
+			default:
+				if err := os.WriteFile(net, []byte("#!/bin/sh\nid -u > "+pwned+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(net, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				want = "group or others may write it (mode 0777)"
+			}
+			ran := filepath.Join(dir, "ran")
+			c := inherit([]string{"IDEM_LEDGER=postgres://u@127.0.0.1:1/db", "NO_COLOR=1"}, idem, "run", "--key", "handoff:planted", "--", "touch", ran)
+			p := run(t, c).expect(74)
+			if !strings.Contains(p.stderr, "idem: error: a PostgreSQL ledger needs idem-net, and idem does not run "+net+": "+want) ||
+				!strings.Contains(p.stderr, "idem: hint: reinstall idem-net") {
+				t.Errorf("no error saying why idem-net is not run: %v", p)
+			}
+			for _, f := range []string{pwned, ran} {
+				if _, err := os.Stat(f); err == nil {
+					t.Errorf("%s exists: the planted idem-net or the command ran", f)
+				}
+			}
+		})
+	}
+}

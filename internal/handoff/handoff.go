@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/idemhq/idem/internal/cmdline"
+	"github.com/idemhq/idem/internal/companion"
 )
 
 // Name is the companion's file name, in idem's own directory.
@@ -32,8 +33,8 @@ func init() {
 		return
 	}
 	path := filepath.Join(filepath.Dir(self), Name)
-	if fi, err := os.Stat(path); err != nil || sameFile(fi, self) {
-		return
+	if companion.Check(path, self) != nil {
+		return // idem's command says what is wrong
 	}
 	// The same pid, arguments, environment and descriptors, and the
 	// signals idem's parent set to be ignored (nohup): no handler is
@@ -41,13 +42,4 @@ func init() {
 	// idem then starts as usual, hands over from its command (cmd), and
 	// says what is missing if that fails too.
 	_ = syscall.Exec(path, os.Args, os.Environ())
-}
-
-// sameFile reports whether fi is the executable exe: idem installed
-// under the companion's name (a link to it; a copy, once the exec below
-// has run it), which would otherwise execute itself here for ever. idem's
-// command then says what is wrong.
-func sameFile(fi os.FileInfo, exe string) bool {
-	me, err := os.Stat(exe)
-	return err == nil && os.SameFile(fi, me)
 }
