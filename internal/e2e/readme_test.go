@@ -28,7 +28,7 @@ func TestDocTestedBlocks(t *testing.T) {
 	want := map[string][]string{ // the scripts each page's blocks must name
 		"README.md":         {"readme_quickstart", "readme_cron", "readme_ci", "readme_webhook", "readme_systemd"},
 		"docs/recipes.md":   {"readme_cron", "readme_ci", "readme_webhook", "readme_systemd", "recipes_catchup"},
-		"docs/operators.md": {"readme_operators", "metrics_output", "readme_pg_restore"},
+		"docs/operators.md": {"readme_operators", "metrics_output", "readme_pg_restore", "operators_salvage"},
 	}
 	total := 0
 	for _, file := range docFiles(t, root) {
@@ -90,20 +90,23 @@ func testedBlocks(path string) ([]readmeBlock, error) {
 		cur     *readmeBlock
 		n       int
 	)
+	var indent string // a block's, in a list item: its fence's
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		n++
 		l := sc.Text()
+		t := strings.TrimLeft(l, " ")
 		switch {
-		case cur != nil && strings.HasPrefix(l, "```"):
+		case cur != nil && strings.HasPrefix(t, "```"):
 			out = append(out, *cur)
 			cur = nil
 		case cur != nil:
-			cur.lines = append(cur.lines, l)
-		case testedTag.MatchString(l):
-			pending = testedTag.FindStringSubmatch(l)[1]
-		case pending != "" && strings.HasPrefix(l, "```"):
+			cur.lines = append(cur.lines, strings.TrimPrefix(l, indent))
+		case testedTag.MatchString(t):
+			pending = testedTag.FindStringSubmatch(t)[1]
+		case pending != "" && strings.HasPrefix(t, "```"):
 			cur = &readmeBlock{script: pending, line: n}
+			indent = l[:len(l)-len(t)]
 			pending = ""
 		case pending != "" && strings.TrimSpace(l) != "":
 			return nil, fmt.Errorf("%s:%d: a tested tag must be followed by a code block", path, n)

@@ -85,4 +85,4 @@ func damagedErr(n int) error {
 
 // checkHint is what to do with a damaged ledger (docs/operators.md has
 // the steps).
-const checkHint = "stop every idem that uses it, then restore it from a backup made with idem backup (remove the ledger's -wal and -shm, copy the backup over it), or salvage it with sqlite3's .recover; see Damaged ledgers in docs/operators.md"
+const checkHint = "stop every idem that uses it, then restore it from a backup made with idem backup (remove the ledger's -wal and -shm, copy the backup over it), or salvage what is readable with sqlite3's .dump; see Damaged ledgers in docs/operators.md"
