@@ -481,3 +481,33 @@ func TestHardLinkBesideLedgerIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerOfNamelessUserHint: a ledger whose owner has no user name (a
+// systemd DynamicUser= service's uid) is refused to root with a hint that
+// works without one (runuser needs a name): the hinted setpriv command,
+// run as written, replays the service's recorded key.
+func TestLedgerOfNamelessUserHint(t *testing.T) {
+	setpriv := needTool(t, "setpriv")
+	const uid = "61234"
+	root := sharedDir(t)
+	idem := copyExe(t, idemBin(t), mkdir(t, filepath.Join(root, "bin"), 0o755))
+	state := mkdir(t, filepath.Join(root, "state"), 0o700)
+	if err := os.Chown(state, 61234, 61234); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(state, "ledger.db")
+	asService := func(args ...string) command {
+		return clean(nil, setpriv, append([]string{"--reuid", uid, "--regid", uid, "--clear-groups", idem, "--ledger", ledger}, args...)...)
+	}
+	job := []string{"run", "--key", "backup:2026-12-07", "--", "echo", "backed up"}
+	run(t, asService(job...)).expect(0)
+	p := run(t, clean(nil, idem, append([]string{"--ledger", ledger}, job...)...)).expect(74)
+	hint := "idem: hint: run idem as the ledger's owner: setpriv --reuid " + uid + " --regid " + uid + " --clear-groups idem …"
+	if !strings.Contains(p.stderr, "owned by another user ("+uid+", uid "+uid+")") || !strings.Contains(p.stderr, hint) {
+		t.Fatalf("refusal without a hint that works for a user without a name: %v", p)
+	}
+	p = run(t, asService(job...)).expect(0)
+	if p.stdout != "backed up\n" || !strings.Contains(p.stderr, "idem: replayed backup:2026-12-07") {
+		t.Errorf("the hinted command did not replay the key: %v", p)
+	}
+}

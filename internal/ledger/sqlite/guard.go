@@ -203,6 +203,11 @@ func checkOwners(path, real string, f files, otherOwner bool) error {
 				Hint: "with no idem running, move " + real + c.suffix + " aside: the files beside a ledger are its owner's"}
 		}
 		hint := "run idem as the ledger's owner: runuser -u " + owner + " -- idem …"
+		if owner == strconv.FormatUint(uint64(c.fi.st.Uid), 10) {
+			// A user without a name (a systemd DynamicUser= service's):
+			// runuser needs one.
+			hint = fmt.Sprintf("run idem as the ledger's owner: setpriv --reuid %d --regid %d --clear-groups idem …", c.fi.st.Uid, c.fi.st.Gid)
+		}
 		if euid == 0 {
 			hint += "; or set " + OtherOwnerEnv + "=1 to use it as root"
 		}
