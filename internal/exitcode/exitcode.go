@@ -76,7 +76,7 @@ const Command = "the command ran, or was replayed: its exit code"
 func Table() []Entry {
 	// every is a code every command may exit with, run included.
 	every := func(code int, name, meaning string) Entry { return Entry{code, name, meaning, meaning} }
-	const busy = "key in progress elsewhere (or `--wait` timed out), or lease lost or lapsed (idem itself paused)"
+	const busy = "key in progress elsewhere (or `--wait` timed out), lease lost or lapsed (idem itself paused), or `--deadline` passed before any attempt ran"
 	return []Entry{
 		{OK, "OK", "any other command (inspect, purge, check, backup, metrics, key) did what was asked", ""},
 		{NoRecord, "NoRecord", "inspect: no record for KEY", ""},
