@@ -243,6 +243,12 @@ func TestPostgresCheckNamesMissingGrants(t *testing.T) {
 	if p := idemWith(t, runtime, nil, "check"); p.code != 0 || !strings.Contains(p.stdout, "schema usable by this idem") {
 		t.Fatalf("check with every grant: %v; want 0", p)
 	}
+	// schema --apply is the owner's: the runtime role is told so.
+	if p := idemWith(t, runtime, nil, "schema", "--apply"); p.code != 74 ||
+		!strings.Contains(p.stderr, `apply the schema: this role may not change the ledger in schema "idem"`) ||
+		!strings.Contains(p.stderr, `idem: hint: run 'idem schema --apply' as the role that owns schema "idem"`) {
+		t.Errorf("schema --apply as the runtime role: %v; want 74 saying it is the owner's", p)
+	}
 	if p := idemWith(t, owner, nil, "check"); p.code != 0 {
 		t.Fatalf("check as the owner: %v; want 0", p)
 	}

@@ -108,8 +108,14 @@ func (p *Ledger) moveHome(ctx context.Context) (bool, error) {
 		}
 		return p.setHome(ctx, tx)
 	})
+	if sqlState(err) == "42501" {
+		// A runtime role: it may use the ledger, not change it.
+		return false, &ledger.StoreError{Op: "apply the schema", Path: p.desc,
+			Err:  fmt.Errorf("this role may not change the ledger in schema %q (%w)", p.schema, err),
+			Hint: fmt.Sprintf("run 'idem schema --apply' as the role that owns schema %q (the one that created it), not as a role given the run-time grants", p.schema)}
+	}
 	if err != nil {
-		return false, p.wrap("move the ledger's tokens", err)
+		return false, p.wrap("record the ledger's home", err)
 	}
 	return moved, nil
 }
