@@ -333,11 +333,12 @@ func checkJournal(path, real string, f files) error {
 	proven, foreign := f.walBelongs()
 	bound, errno := walBinding(real)
 	var why string
+	notOurs := false // the -wal cannot be this file's: folding it in is no choice
 	switch {
 	case !f.main.exists || len(f.hdr) < dbHeaderSize:
-		why = "the ledger file is empty or missing but a -wal with transactions lies beside it"
+		why, notOurs = "the ledger file is empty or missing but a -wal with transactions lies beside it", true
 	case f.rollbackMode():
-		why = "the ledger file is not in WAL mode (a backup restored over it?) but a -wal with transactions lies beside it"
+		why, notOurs = "the ledger file is not in WAL mode (a backup restored over it?) but a -wal with transactions lies beside it", true
 	case foreign && !f.isLedger():
 		why = "the -wal beside the ledger was written to an idem ledger, but the file beside it is not that ledger (another database copied over it?)"
 	case foreign:
@@ -354,8 +355,11 @@ func checkJournal(path, real string, f files) error {
 		return nil
 	}
 	hint := "with no idem running: if the -wal is this ledger's own (moved with it), fold it in with sqlite3 " + path + " 'PRAGMA wal_checkpoint(TRUNCATE)'; else move the -wal and -shm aside (a restored backup needs neither)"
-	if foreign {
+	switch {
+	case foreign:
 		hint = "with no idem running, move the -wal and -shm aside (never fold them in): the ledger's own last transactions, if they were in its -wal, are lost, so check the ledger with idem check or restore it from a backup"
+	case notOurs:
+		hint = "with no idem running, move the -wal and -shm aside: they are not this file's (a restored backup needs neither)"
 	}
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New(why + "; SQLite would replay it onto this file"), Hint: hint}
 }
