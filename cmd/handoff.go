@@ -31,7 +31,13 @@ func (a *app) handOff(c location.Companion) error {
 		// Executing it would start this idem again, for ever.
 		return &exitError{code: exitcode.IOErr, hint: hint,
 			msg: fmt.Sprintf("%s needs %s, but %s is this idem (a copy or a link of it), not %s", c.Kind, c.Name, path, c.Name)}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// Never executed: a file that appears at the path after the
+		// check (another user's, in a directory others may write) would
+		// run unchecked.
+		return &exitError{code: exitcode.IOErr, hint: hint,
+			msg: fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err)}
+	} else if err != nil {
 		return &exitError{code: exitcode.IOErr,
 			hint: fmt.Sprintf("reinstall %s from the same idem release, owned by root or by idem's owner and writable by nobody else", c.Name),
 			msg:  fmt.Sprintf("%s needs %s, and idem does not run %s: %v", c.Kind, c.Name, path, err)}

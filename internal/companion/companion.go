@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -19,16 +20,13 @@ import (
 var ErrSelf = errors.New("it is this idem (a copy or a link of it)")
 
 // Check returns nil when the file at path may be run as idem's companion
-// by this process, whose executable is self: neither it nor a symbolic
-// link leading to it belongs to another user than root, this process's
+// by this process, whose executable is self: neither it nor any symbolic
+// link on the way to it belongs to another user than root, this process's
 // user or the owner of self, group or others may not write it, and it is
 // not self. A file another user planted in a shared directory, or may
-// rewrite, is refused.
+// rewrite, is refused; so is a missing one (fs.ErrNotExist), which must
+// not be executed either: another user could put one there meanwhile.
 func Check(path, self string) error {
-	lfi, err := os.Lstat(path)
-	if err != nil {
-		return err
-	}
 	me, err := os.Stat(self)
 	if err != nil {
 		return err
@@ -41,13 +39,31 @@ func Check(path, self string) error {
 		mine, _ := me.Sys().(*syscall.Stat_t)
 		return st.Uid == 0 || int(st.Uid) == os.Geteuid() || mine != nil && st.Uid == mine.Uid
 	}
-	if lfi.Mode()&fs.ModeSymlink != 0 && !trusted(lfi) {
-		return fmt.Errorf("it is a symbolic link another user made (uid %d)", owner(lfi))
+	p := path
+	var fi fs.FileInfo
+	for hops := 0; ; hops++ {
+		if fi, err = os.Lstat(p); err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			break
+		}
+		if !trusted(fi) {
+			return fmt.Errorf("%s is a symbolic link another user made (uid %d)", p, owner(fi))
+		}
+		if hops == maxHops {
+			return errors.New("too many symbolic links lead to it")
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
 	}
-	fi, err := os.Stat(path)
 	switch {
-	case err != nil:
-		return err
 	case os.SameFile(fi, me):
 		return ErrSelf
 	case !fi.Mode().IsRegular():
@@ -59,6 +75,9 @@ func Check(path, self string) error {
 	}
 	return nil
 }
+
+// maxHops is how many symbolic links Check follows, as the kernel does.
+const maxHops = 40
 
 func owner(fi fs.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {

@@ -275,8 +275,8 @@ func procName(pid int) string {
 
 // TestHandOffRefusesPlanted: idem in a directory every user may write
 // (mode 1777), and an idem-net there that another user (nobody) planted:
-// a program of theirs, or a symbolic link of theirs to a program of
-// root's. Root's idem, which would hand it a PostgreSQL DSN and run it
+// a program of theirs, a symbolic link of theirs to a program of root's,
+// or root's link leading through one of theirs. Root's idem, which would hand it a PostgreSQL DSN and run it
 // with root's rights, runs neither (74, saying why); nor an idem-net of
 // root's that others may write.
 func TestHandOffRefusesPlanted(t *testing.T) {
@@ -285,7 +285,7 @@ func TestHandOffRefusesPlanted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"program", "symbolic link", "writable by others"} {
+	for _, kind := range []string{"program", "symbolic link", "link to a link", "writable by others"} {
 		t.Run(kind, func(t *testing.T) {
 			_, dir := stickyDir(t)
 			idem, net, pwned := filepath.Join(dir, "idem"), filepath.Join(dir, "idem-net"), filepath.Join(dir, "pwned")
@@ -303,7 +303,18 @@ func TestHandOffRefusesPlanted(t *testing.T) {
 					t.Fatal(err)
 				}
 				run(t, command{argv: []string{"ln", "-s", script, net}, nobody: true}).expect(0)
-				want = "it is a symbolic link another user made"
+				want = net + " is a symbolic link another user made (uid 65534)"
+			case "link to a link":
+				// root's idem-net leads through a link of nobody's.
+				script, hop := filepath.Join(dir, "root-script"), filepath.Join(dir, "hop")
+				if err := os.WriteFile(script, []byte("#!/bin/sh\nid -u > "+pwned+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				run(t, command{argv: []string{"ln", "-s", script, hop}, nobody: true}).expect(0)
+				if err := os.Symlink(hop, net); err != nil {
+					t.Fatal(err)
+				}
+				want = hop + " is a symbolic link another user made (uid 65534)"
 			default:
 				if err := os.WriteFile(net, []byte("#!/bin/sh\nid -u > "+pwned+"\n"), 0o755); err != nil {
 					t.Fatal(err)
