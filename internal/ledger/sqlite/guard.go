@@ -364,13 +364,15 @@ func checkJournal(path, real string, f files) error {
 	return &ledger.StoreError{Op: "open", Path: path, Err: errors.New(why + "; SQLite would replay it onto this file"), Hint: hint}
 }
 
-// checkHotJournal refuses a database in rollback mode that is not an idem
-// ledger when a rollback journal lies beside it: SQLite would roll the
-// journal back into the file as it opens it, changing another program's
-// database before checkSchema could call it foreign. (An idem ledger in
-// rollback mode, a restored backup, is rolled back as SQLite does.)
+// checkHotJournal refuses a file whose header does not carry an idem
+// ledger's identity when a rollback journal lies beside it: SQLite would
+// roll the journal back into the file as it opens it, whatever the
+// header's journal mode, changing another program's file before
+// checkSchema could call it foreign. (A ledger's own journal, left by a
+// crash while SQLite switched a restored backup to WAL, is rolled back as
+// SQLite does. A file of no bytes has nothing to roll back into.)
 func checkHotJournal(path string, f files) error {
-	if !f.journal.exists || f.journal.st.Size == 0 || len(f.hdr) < dbHeaderSize || f.walMode() || f.isLedger() {
+	if !f.journal.exists || f.journal.st.Size == 0 || f.main.st.Size == 0 || f.isLedger() {
 		return nil
 	}
 	return notLedger(path)

@@ -184,30 +184,13 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 			execAll(t, db, `PRAGMA user_version = 1`)
 			db.Close()
 		}, "not an idem ledger", "idem ledger", []string{"-wal", "-journal"}},
-		{"foreign_sqlite_hot_journal", func(t *testing.T, path string) {
-			// Another program's database and its rollback journal as that
-			// program left them when it died in a transaction whose
-			// changes spilled to the file: SQLite rolls such a journal
-			// back into the file when it next opens it.
-			src := path + ".src"
-			db := rawDB(t, src)
-			execAll(t, db, `PRAGMA journal_mode = DELETE`, `PRAGMA cache_size = 5`, `CREATE TABLE t (x TEXT)`, `BEGIN`)
-			for range 500 {
-				execAll(t, db, `INSERT INTO t (x) VALUES (printf('%.200c', 'y'))`)
-			}
-			execAll(t, db, `COMMIT`, `BEGIN`, `UPDATE t SET x = printf('%.200c', 'z')`)
-			for _, suffix := range []string{"", "-journal"} {
-				b, err := os.ReadFile(src + suffix)
-				if err != nil || len(b) == 0 {
-					t.Fatalf("%s: %d bytes, %v", src+suffix, len(b), err)
-				}
-				if err := os.WriteFile(path+suffix, b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			execAll(t, db, `ROLLBACK`)
-			db.Close()
-		}, "not an idem ledger", "idem ledger", []string{"-wal"}},
+		{"foreign_sqlite_hot_journal", hotJournal(nil), "not an idem ledger", "idem ledger", []string{"-wal"}},
+		{"foreign_sqlite_hot_journal_wal_header", hotJournal(func(b []byte) []byte {
+			b[18], b[19] = 2, 2 // the header says WAL mode: SQLite rolls the journal back all the same
+			return b
+		}), "not an idem ledger", "idem ledger", []string{"-wal"}},
+		{"foreign_short_file_hot_journal", hotJournal(func(b []byte) []byte { return b[:60] }),
+			"not an idem ledger", "idem ledger", []string{"-wal"}},
 		{"newer_idem", func(t *testing.T, path string) {
 			l, err := sqlite.Open(context.Background(), path)
 			if err != nil {
@@ -268,6 +251,36 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hotJournal makes another program's database and its rollback journal
+// as that program left them when it died in a transaction whose changes
+// spilled to the file (SQLite rolls such a journal back into the file
+// when it next opens it), the file's bytes passed through patch.
+func hotJournal(patch func([]byte) []byte) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		src := path + ".src"
+		db := rawDB(t, src)
+		execAll(t, db, `PRAGMA journal_mode = DELETE`, `PRAGMA cache_size = 5`, `CREATE TABLE t (x TEXT)`, `BEGIN`)
+		for range 500 {
+			execAll(t, db, `INSERT INTO t (x) VALUES (printf('%.200c', 'y'))`)
+		}
+		execAll(t, db, `COMMIT`, `BEGIN`, `UPDATE t SET x = printf('%.200c', 'z')`)
+		for _, suffix := range []string{"", "-journal"} {
+			b, err := os.ReadFile(src + suffix)
+			if err != nil || len(b) == 0 {
+				t.Fatalf("%s: %d bytes, %v", src+suffix, len(b), err)
+			}
+			if suffix == "" && patch != nil {
+				b = patch(b)
+			}
+			if err := os.WriteFile(path+suffix, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		execAll(t, db, `ROLLBACK`)
+		db.Close()
 	}
 }
 
