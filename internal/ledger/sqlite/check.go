@@ -56,10 +56,68 @@ func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
 		// named is the check's answer.
 		return &r, s.checkErr(err)
 	}
+	if len(r.Problems) == 0 {
+		rows.Close()
+		p, err := s.checkRows(ctx)
+		if err != nil {
+			return nil, s.checkErr(err)
+		}
+		r.Problems = p
+	}
 	if len(r.Problems) > 0 {
 		return &r, &ledger.StoreError{Op: "check", Path: s.path, Err: damagedErr(len(r.Problems)), Hint: checkHint}
 	}
 	return &r, nil
+}
+
+// checkRows finds what integrity_check cannot see in a file whose pages
+// are sound: a one-row table every new run reads without its row, or a
+// token counter behind a token already handed out. A ledger rebuilt from
+// what could be read of a damaged one (docs/operators.md) can have either,
+// and then every new key fails, or fencing tokens repeat.
+func (s *Ledger) checkRows(ctx context.Context) ([]string, error) {
+	tables := map[string]bool{}
+	rows, err := s.conn.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table'`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		tables[name] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, c := range []struct{ table, query string }{
+		{"counters", `SELECT count(*) FROM counters WHERE name = 'token'`},
+		{"token_mark", `SELECT count(*) FROM token_mark`},
+		{"run_guard", `SELECT count(*) FROM run_guard`},
+	} {
+		if !tables[c.table] {
+			continue // an older ledger's schema
+		}
+		var n int64
+		if err := s.conn.QueryRowContext(ctx, c.query).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n != 1 {
+			problems = append(problems, fmt.Sprintf("table %s has %d rows where runs need 1: no new key could run", c.table, n))
+		}
+	}
+	var behind int64
+	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM counters WHERE name = 'token' AND value <
+		max((SELECT coalesce(max(token), 0) FROM records), (SELECT coalesce(max(token), 0) FROM attempts))`).Scan(&behind); err != nil {
+		return nil, err
+	}
+	if behind > 0 {
+		problems = append(problems, "the token counter is behind tokens already handed out: fencing tokens would repeat")
+	}
+	return problems, nil
 }
 
 // checkErr is a failed check's error: a page so damaged that SQLite
@@ -75,12 +133,12 @@ func (s *Ledger) checkErr(err error) error {
 
 func damagedErr(n int) error {
 	if n >= maxProblems {
-		return fmt.Errorf("the database is damaged: integrity_check found %d problems or more", n)
+		return fmt.Errorf("the database is damaged: the check found %d problems or more", n)
 	}
 	if n == 1 {
-		return errors.New("the database is damaged: integrity_check found 1 problem")
+		return errors.New("the database is damaged: the check found 1 problem")
 	}
-	return fmt.Errorf("the database is damaged: integrity_check found %d problems", n)
+	return fmt.Errorf("the database is damaged: the check found %d problems", n)
 }
 
 // checkHint is what to do with a damaged ledger (docs/operators.md has

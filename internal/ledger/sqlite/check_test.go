@@ -83,3 +83,57 @@ func TestCheckProblemOnEach(t *testing.T) {
 		t.Errorf("check: %v; want %q", err, want)
 	}
 }
+
+// TestCheckRowsRunsNeed: a ledger whose pages are sound but that lacks a
+// row every new run reads (as a salvage of a damaged ledger can), or
+// whose token counter is behind a token handed out, fails the check,
+// saying what is wrong; the sound ledger passes.
+func TestCheckRowsRunsNeed(t *testing.T) {
+	dir := t.TempDir()
+	pristine := filepath.Join(dir, "pristine.db")
+	l, err := sqlite.Open(context.Background(), pristine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserveNew(t, l, "evt:check-rows")
+	l.Close()
+	execAll(t, rawDB(t, pristine), `PRAGMA wal_checkpoint(TRUNCATE)`)
+	b, err := os.ReadFile(pristine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, change, want string }{
+		{"sound", ``, ""},
+		{"no token row", `DELETE FROM counters WHERE name = 'token'`, "table counters has 0 rows where runs need 1"},
+		{"no token mark", `DELETE FROM token_mark`, "table token_mark has 0 rows where runs need 1"},
+		{"no run guard", `DELETE FROM run_guard`, "table run_guard has 0 rows where runs need 1"},
+		{"counter behind", `UPDATE counters SET value = 0 WHERE name = 'token'`, "the token counter is behind tokens already handed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".db")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.change != "" {
+				db := rawDB(t, path)
+				execAll(t, db, tc.change, `PRAGMA wal_checkpoint(TRUNCATE)`)
+				db.Close()
+			}
+			l, err := sqlite.OpenWith(context.Background(), path, ledger.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			r, err := l.Check(context.Background())
+			if tc.want == "" {
+				if err != nil || r == nil || len(r.Problems) != 0 {
+					t.Fatalf("check of a sound ledger: %v, %v", r, err)
+				}
+				return
+			}
+			if err == nil || r == nil || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], tc.want) {
+				t.Fatalf("check: %v, %v; want one problem, %q", r, err, tc.want)
+			}
+		})
+	}
+}
