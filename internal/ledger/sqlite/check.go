@@ -93,20 +93,27 @@ func (s *Ledger) checkRows(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
+	// A row counts only as runs read it: integers where they read
+	// integers (SQLite keeps any type in any column, and orders a text or
+	// blob counter above every token), the secret a blob, the singleton 1.
 	for _, c := range []struct{ table, query string }{
-		{"counters", `SELECT count(*) FROM counters WHERE name = 'token'`},
-		{"token_mark", `SELECT count(*) FROM token_mark`},
-		{"run_guard", `SELECT count(*) FROM run_guard`},
+		{"counters", `SELECT count(*) FROM counters WHERE name = 'token' AND typeof(value) = 'integer'`},
+		{"token_mark", `SELECT count(*) FROM token_mark WHERE singleton = 1 AND typeof(mark) = 'integer' AND typeof(boot_id) = 'text'`},
+		{"run_guard", `SELECT count(*) FROM run_guard WHERE singleton = 1 AND typeof(secret) = 'blob' AND length(secret) > 0
+			AND typeof(lock_dev) = 'integer' AND typeof(lock_ino) = 'integer'`},
 	} {
 		if !tables[c.table] {
 			continue // an older ledger's schema
 		}
-		var n int64
+		var n, all int64
 		if err := s.conn.QueryRowContext(ctx, c.query).Scan(&n); err != nil {
 			return nil, err
 		}
-		if n != 1 {
-			problems = append(problems, fmt.Sprintf("table %s has %d rows where runs need 1: no new key could run", c.table, n))
+		if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM `+c.table).Scan(&all); err != nil {
+			return nil, err
+		}
+		if n != 1 || c.table != "counters" && all != 1 {
+			problems = append(problems, fmt.Sprintf("table %s has %d rows runs can read (of %d) where runs need 1: no new key could run", c.table, n, all))
 		}
 	}
 	var behind int64

@@ -104,9 +104,13 @@ func TestCheckRowsRunsNeed(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, change, want string }{
 		{"sound", ``, ""},
-		{"no token row", `DELETE FROM counters WHERE name = 'token'`, "table counters has 0 rows where runs need 1"},
-		{"no token mark", `DELETE FROM token_mark`, "table token_mark has 0 rows where runs need 1"},
-		{"no run guard", `DELETE FROM run_guard`, "table run_guard has 0 rows where runs need 1"},
+		{"no token row", `DELETE FROM counters WHERE name = 'token'`, "table counters has 0 rows runs can read (of 0) where runs need 1"},
+		{"no token mark", `DELETE FROM token_mark`, "table token_mark has 0 rows runs can read (of 0) where runs need 1"},
+		{"no run guard", `DELETE FROM run_guard`, "table run_guard has 0 rows runs can read (of 0) where runs need 1"},
+		{"counter a blob", `UPDATE counters SET value = CAST('1' AS BLOB) WHERE name = 'token'`, "table counters has 0 rows runs can read (of 1)"},
+		{"counter text", `UPDATE counters SET value = 'x' WHERE name = 'token'`, "table counters has 0 rows runs can read (of 1)"},
+		{"run guard's singleton 2", `PRAGMA ignore_check_constraints = 1; UPDATE run_guard SET singleton = 2`, "table run_guard has 0 rows runs can read (of 1)"},
+		{"two token marks", `PRAGMA ignore_check_constraints = 1; INSERT INTO token_mark SELECT 2, mark, boot_id FROM token_mark`, "table token_mark has 1 rows runs can read (of 2)"},
 		{"counter behind", `UPDATE counters SET value = 0 WHERE name = 'token'`, "the token counter is behind tokens already handed out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
