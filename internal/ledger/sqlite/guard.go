@@ -368,11 +368,14 @@ func checkJournal(path, real string, f files) error {
 // ledger's identity when a rollback journal lies beside it: SQLite would
 // roll the journal back into the file as it opens it, whatever the
 // header's journal mode, changing another program's file before
-// checkSchema could call it foreign. (A ledger's own journal, left by a
-// crash while SQLite switched a restored backup to WAL, is rolled back as
-// SQLite does. A file of no bytes has nothing to roll back into.)
+// checkSchema could call it foreign. Let through: a ledger's own journal
+// (a crash while SQLite switched a restored backup to WAL), and a file
+// with no table yet, which is what a new ledger is while another idem
+// switches it to WAL (SQLite writes its first page under a journal; its
+// identity comes with the schema, after).
 func checkHotJournal(path string, f files) error {
-	if !f.journal.exists || f.journal.st.Size == 0 || f.main.st.Size == 0 || f.isLedger() {
+	if !f.journal.exists || f.journal.st.Size == 0 || f.main.st.Size == 0 || f.isLedger() ||
+		f.mainID() == 0 && f.emptySchema() {
 		return nil
 	}
 	return notLedger(path)
