@@ -187,6 +187,7 @@ func TestInheritedDescriptorsStayWithIdem(t *testing.T) {
 // attempt (--max-attempts 1) is then the next run's, which runs the
 // command.
 func TestPausedBeforeStart(t *testing.T) {
+	needProcs(t) // the pause comes at the run lock, which the portable fallback has none of
 	timed(t)
 	strace := needStrace(t)
 	for _, inUse := range []bool{false, true} {
@@ -209,7 +210,7 @@ func TestPausedBeforeStart(t *testing.T) {
 					t.Logf("strace: %s", b)
 				}
 			})
-			idem := stoppedChild(t, p)
+			idem := stoppedChild(t, p, g.path("trace"))
 			time.Sleep(3 * time.Second)
 			if err := syscall.Kill(idem, syscall.SIGCONT); err != nil {
 				t.Fatal(err)
@@ -234,9 +235,11 @@ func TestPausedBeforeStart(t *testing.T) {
 	}
 }
 
-// stoppedChild waits until a child of p (p is strace, which stops it)
-// is stopped, and returns its pid.
-func stoppedChild(t *testing.T, p *process) int {
+// stoppedChild waits until strace (p, writing trace) has stopped its
+// child with the SIGSTOP it injects, and returns the child's pid. (A
+// child in a ptrace stop of a moment, at a system call or another signal,
+// shows the same state: only strace's line tells the SIGSTOP.)
+func stoppedChild(t *testing.T, p *process, trace string) int {
 	t.Helper()
 	children := func() []int {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.pid(), p.pid()))
@@ -249,6 +252,10 @@ func stoppedChild(t *testing.T, p *process) int {
 		return pids
 	}
 	for range 2000 {
+		if b, _ := os.ReadFile(trace); !strings.Contains(string(b), "stopped by SIGSTOP") {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		for _, pid := range children() {
 			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 			if err == nil && (strings.Contains(string(st), ") t ") || strings.Contains(string(st), ") T ")) {
