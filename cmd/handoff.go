@@ -27,22 +27,22 @@ func (a *app) handOff(c location.Companion) error {
 	}
 	path := filepath.Join(filepath.Dir(self), c.Name)
 	hint := fmt.Sprintf("install %s from the same idem release into %s (each release archive and package has both; from source: go install ./cmd/%s)", c.Name, filepath.Dir(self), c.Name)
-	if err := companion.Check(path, self); errors.Is(err, companion.ErrSelf) {
+	err = companion.Check(path, self)
+	switch {
+	case errors.Is(err, companion.ErrSelf):
 		// Executing it would start this idem again, for ever.
 		return &exitError{code: exitcode.IOErr, hint: hint,
 			msg: fmt.Sprintf("%s needs %s, but %s is this idem (a copy or a link of it), not %s", c.Kind, c.Name, path, c.Name)}
-	} else if errors.Is(err, fs.ErrNotExist) {
-		// Never executed: a file that appears at the path after the
-		// check (another user's, in a directory others may write) would
-		// run unchecked.
-		return &exitError{code: exitcode.IOErr, hint: hint,
-			msg: fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err)}
-	} else if err != nil {
+	case err == nil:
+		err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)
+	case !errors.Is(err, fs.ErrNotExist):
 		return &exitError{code: exitcode.IOErr,
 			hint: fmt.Sprintf("reinstall %s from the same idem release, owned by root or by idem's owner and writable by nobody else", c.Name),
 			msg:  fmt.Sprintf("%s needs %s, and idem does not run %s: %v", c.Kind, c.Name, path, err)}
 	}
-	err = syscall.Exec(path, append([]string{a.argv0}, a.args...), a.environ)
+	// Missing (never executed: a file that appears at the path after the
+	// check, another user's in a directory others may write, would run
+	// unchecked), or the exec failed.
 	return &exitError{code: exitcode.IOErr, hint: hint,
 		msg: fmt.Sprintf("%s needs %s beside %s: %v", c.Kind, c.Name, self, err)}
 }

@@ -101,21 +101,18 @@ func buildReport(key string, res *runner.Result, code int, err error, started, f
 	r.Truncated = res.StdoutTruncated || res.StderrTruncated
 	r.Source = string(res.Source)
 	r.AttemptsRun = res.Ran
+	// A replay's reason is the one the run that recorded the outcome
+	// reported: its attempt's class says what that run saw.
+	class := ""
+	if res.Replayed && res.Record != nil {
+		class = res.Record.Class
+	}
 	var reason string
 	switch {
-	case res.Signal != 0:
+	case res.Signal != 0 || class == ledger.ClassInterrupted:
 		reason = "interrupted"
-	case res.TimedOut && res.Source == exitcode.SourceIdem:
+	case (res.TimedOut || class == ledger.ClassTimeout) && res.Source == exitcode.SourceIdem:
 		reason = "timeout"
-	case res.Replayed && res.Record != nil:
-		// A replay's reason is the one the run that recorded the
-		// outcome reported.
-		switch {
-		case res.Record.Class == ledger.ClassInterrupted:
-			reason = "interrupted"
-		case res.Record.Class == ledger.ClassTimeout && res.Source == exitcode.SourceIdem:
-			reason = "timeout"
-		}
 	}
 	if reason != "" {
 		r.Reason = &reason

@@ -57,7 +57,6 @@ func (s *Ledger) Check(ctx context.Context) (*ledger.CheckResult, error) {
 		return &r, s.checkErr(err)
 	}
 	if len(r.Problems) == 0 {
-		rows.Close()
 		p, err := s.checkRows(ctx)
 		if err != nil {
 			return nil, s.checkErr(err)
@@ -93,26 +92,24 @@ func (s *Ledger) checkRows(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	// A row counts only as runs read it: integers where they read
-	// integers (SQLite keeps any type in any column, and orders a text or
-	// blob counter above every token), the secret a blob, the singleton 1.
-	for _, c := range []struct{ table, query string }{
-		{"counters", `SELECT count(*) FROM counters WHERE name = 'token' AND typeof(value) = 'integer'`},
-		{"token_mark", `SELECT count(*) FROM token_mark WHERE singleton = 1 AND typeof(mark) = 'integer' AND typeof(boot_id) = 'text'`},
-		{"run_guard", `SELECT count(*) FROM run_guard WHERE singleton = 1 AND typeof(secret) = 'blob' AND length(secret) > 0
+	// Each table's rows that runs read, and how many of them runs can
+	// read: integers where they read integers (SQLite keeps any type in
+	// any column, and orders a text or blob counter above every token),
+	// the secret a blob, the singleton 1.
+	for _, c := range []struct{ table, rows, readable string }{
+		{"counters", `counters WHERE name = 'token'`, `typeof(value) = 'integer'`},
+		{"token_mark", `token_mark`, `singleton = 1 AND typeof(mark) = 'integer' AND typeof(boot_id) = 'text'`},
+		{"run_guard", `run_guard`, `singleton = 1 AND typeof(secret) = 'blob' AND length(secret) > 0
 			AND typeof(lock_dev) = 'integer' AND typeof(lock_ino) = 'integer'`},
 	} {
 		if !tables[c.table] {
 			continue // an older ledger's schema
 		}
 		var n, all int64
-		if err := s.conn.QueryRowContext(ctx, c.query).Scan(&n); err != nil {
+		if err := s.conn.QueryRowContext(ctx, `SELECT coalesce(sum(`+c.readable+`), 0), count(*) FROM `+c.rows).Scan(&n, &all); err != nil {
 			return nil, err
 		}
-		if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM `+c.table).Scan(&all); err != nil {
-			return nil, err
-		}
-		if n != 1 || c.table != "counters" && all != 1 {
+		if n != 1 || all != 1 {
 			problems = append(problems, fmt.Sprintf("table %s has %d rows runs can read (of %d) where runs need 1: no new key could run", c.table, n, all))
 		}
 	}
